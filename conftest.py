@@ -1,0 +1,25 @@
+"""Pytest setup shared by tests and doctests.
+
+Four virtual CPU devices are configured before TensorFlow initialises, so that
+distribution tests can use 2- and 4-replica `MirroredStrategy`s on CPU.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(4)]
+)
+
+import sonnet as snt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _doctest_globals(doctest_namespace):
+    doctest_namespace.update(snt=snt, tf=tf, np=np)

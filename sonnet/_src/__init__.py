@@ -1,0 +1,1 @@
+"""Implementation of Sonnet. Import from `sonnet` instead; this is private."""

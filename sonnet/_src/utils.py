@@ -1,0 +1,206 @@
+"""Small helpers shared by the modules: argument checks, shapes, autograph."""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import tensorflow as tf
+
+T = TypeVar("T")
+
+
+def describe(value: Any) -> str:
+    """Short repr of `value` for error messages (tensors show shape and dtype)."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return f"<{type(value).__name__} shape={value.shape} dtype={value.dtype.name}>"
+    if isinstance(value, np.ndarray):
+        return f"<ndarray shape={value.shape} dtype={value.dtype}>"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def bad_value(argument: str, expected: str, received: Any) -> ValueError:
+    """A `ValueError` in the project's template: argument, expectation, received."""
+    return ValueError(f"`{argument}` {expected}. Received: {describe(received)}.")
+
+
+def bad_type(argument: str, expected: str, received: Any) -> TypeError:
+    """A `TypeError` in the project's template: argument, expectation, received."""
+    return TypeError(
+        f"`{argument}` {expected}. Received: {describe(received)} "
+        f"of type {type(received).__name__}."
+    )
+
+
+def check_positive_int(argument: str, value: Any, allow_zero: bool = False) -> int:
+    """Returns `value` as an int, raising if it is not a (positive) integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise bad_type(argument, "must be an integer", value)
+    if value < 0 or (value == 0 and not allow_zero):
+        kind = "non-negative" if allow_zero else "positive"
+        raise bad_value(argument, f"must be a {kind} integer", value)
+    return int(value)
+
+
+def replicate(
+    element: T | Sequence[T], num_times: int, name: str
+) -> tuple[T, ...]:
+    """Repeats a scalar `num_times`, or checks a sequence has that length.
+
+    Args:
+      element: A scalar, a sequence of length 1 (repeated) or of length
+        `num_times` (taken as is).
+      num_times: The length of the result.
+      name: Argument name used in the error message.
+
+    Returns:
+      A tuple of length `num_times`.
+
+    >>> replicate(3, 2, "kernel_shape")
+    (3, 3)
+    >>> replicate([1, 2], 2, "stride")
+    (1, 2)
+    """
+    if not isinstance(element, Sequence):
+        return (element,) * num_times
+    if len(element) == 1:
+        return tuple(element) * num_times
+    if len(element) == num_times:
+        return tuple(element)
+    raise TypeError(
+        f"`{name}` must be a scalar or a sequence of length 1 or {num_times}. "
+        f"Received: {describe(element)}."
+    )
+
+
+_CHANNELS_FIRST = re.compile(r"^NC[^C]*$")
+_CHANNELS_LAST = re.compile(r"^N[^C]*C$")
+_SEQUENTIAL = re.compile(r"^((BT)|(TB))[^D]*D$")
+
+
+def get_channel_index(data_format: str) -> int:
+    """Index of the channel axis for `data_format` (1 or -1).
+
+    >>> get_channel_index("NCHW"), get_channel_index("channels_last")
+    (1, -1)
+    """
+    if not isinstance(data_format, str):
+        raise bad_type("data_format", "must be a string such as 'NHWC'", data_format)
+    if data_format == "channels_first" or _CHANNELS_FIRST.match(data_format):
+        return 1
+    if (
+        data_format == "channels_last"
+        or _CHANNELS_LAST.match(data_format)
+        or _SEQUENTIAL.match(data_format)
+    ):
+        return -1
+    raise bad_value(
+        "data_format",
+        "must name the channel axis: a spatial format (e.g. 'NCHW' or 'NHWC'), "
+        "a sequential format (e.g. 'BTHWD'), 'channels_first' or 'channels_last'",
+        data_format,
+    )
+
+
+def assert_rank(inputs: Any, rank: int, argument: str = "inputs") -> None:
+    """Raises a `ValueError` unless `inputs` has exactly `rank` dimensions."""
+    shape = inputs.shape
+    if shape.rank is not None and shape.rank != rank:
+        raise bad_value(argument, f"must have rank {rank}", tuple(shape.as_list()))
+
+
+def assert_minimum_rank(inputs: Any, rank: int, argument: str = "inputs") -> None:
+    """Raises a `ValueError` unless `inputs` has at least `rank` dimensions."""
+    shape = inputs.shape
+    if shape.rank is None:
+        raise bad_value(argument, "must have a known rank", shape)
+    if shape.rank < rank:
+        raise bad_value(
+            argument, f"must have rank >= {rank}", tuple(shape.as_list())
+        )
+
+
+def check_floating_or_integer(argument: str, value: Any) -> None:
+    """Rejects tensors whose dtype is neither floating point nor integer."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        dtype = tf.as_dtype(dtype)
+        if not (dtype.is_floating or dtype.is_integer):
+            raise bad_type(argument, "must have a floating point dtype", value)
+
+
+def check_floating(argument: str, value: Any) -> None:
+    """Rejects tensors whose dtype is not floating point."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and not tf.as_dtype(dtype).is_floating:
+        raise bad_type(argument, "must have a floating point dtype", value)
+
+
+def to_tensor(argument: str, value: Any, dtype: Any = None) -> tf.Tensor:
+    """`tf.convert_to_tensor` whose failure names the argument."""
+    if isinstance(value, (tf.Tensor, tf.Variable)) and dtype is None:
+        return value  # type: ignore[return-value]
+    try:
+        return tf.convert_to_tensor(value, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise bad_type(argument, "must be convertible to a tensor", value) from e
+
+
+_autograph_lock = threading.Lock()
+
+
+def smart_autograph(f: Callable[..., T]) -> Callable[..., T]:
+    """Runs `f` as plain Python eagerly and AutoGraph-converted when traced.
+
+    This lets a tensor-valued condition (e.g. a boolean `is_training` tensor)
+    work inside `tf.function`, even with `autograph=False`.
+    """
+    converted: list[Callable[..., T]] = []
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        if tf.executing_eagerly():
+            return f(*args, **kwargs)
+        if not converted:
+            with _autograph_lock:
+                if not converted:
+                    converted.append(tf.autograph.to_graph(f))
+        return converted[0](*args, **kwargs)
+
+    return wrapper
+
+
+def variable_like(
+    inputs: tf.Tensor | tf.Variable,
+    trainable: bool = False,
+    name: str | None = None,
+) -> tf.Variable:
+    """A zero-filled variable with the shape, dtype and device of `inputs`."""
+    if name is None:
+        name = getattr(inputs, "name", "Variable")
+        name = name.split(":")[0] if name else "Variable"
+    with tf.device(inputs.device):
+        return tf.Variable(
+            tf.zeros(inputs.shape, inputs.dtype), trainable=trainable, name=name
+        )
+
+
+class CompareById:
+    """Wraps an object so that equality and hashing use its identity."""
+
+    __slots__ = ("wrapped",)
+
+    def __init__(self, wrapped: Any):
+        self.wrapped = wrapped
+
+    def __hash__(self) -> int:
+        return id(self.wrapped)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CompareById) and other.wrapped is self.wrapped
+

@@ -1,0 +1,1 @@
+"""One file per module family, each defining `CASES` and `NOT_REGISTERED`."""

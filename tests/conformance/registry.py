@@ -1,0 +1,73 @@
+"""Registry of every public Sonnet module, used by the conformance suites.
+
+Each family adds a file `tests/conformance/entries/<family>.py` that defines:
+
+* `CASES`: a list of `Case`s (one or more per public module class);
+* `NOT_REGISTERED`: a dict `{class: reason}` for public classes that cannot be
+  instantiated on their own (abstract bases) and are covered through others.
+
+This module collects them; the suites in `test_conformance.py` run over them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Any
+
+from tests.conformance import entries as _entries_pkg
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """How to build and call one module for the conformance suites.
+
+    Attributes:
+      id: Unique test id, e.g. "Linear" or "Conv2D-NCHW".
+      cls: The public class this case covers.
+      factory: Builds a fresh, unbuilt module.
+      inputs: Returns the example positional arguments: a tuple whose leaves
+        are tensors (nests allowed). Python constants belong in `call`.
+      call: `call(module, *inputs)` runs the module; default `module(*inputs)`.
+      deterministic: False when outputs are random (e.g. dropout in training):
+        suites then compare only structure, shapes and dtypes.
+      xla: False when the call uses ops XLA cannot compile.
+      saved_model: False when the module cannot be exported (say why in a
+        comment at the case).
+      distribute: False when the module cannot run under MirroredStrategy.
+      tolerance: absolute/relative tolerance for output comparisons.
+    """
+
+    id: str
+    cls: type
+    factory: Callable[[], Any]
+    inputs: Callable[[], tuple[Any, ...]]
+    call: Callable[..., Any] | None = None
+    deterministic: bool = True
+    xla: bool = True
+    saved_model: bool = True
+    distribute: bool = True
+    tolerance: float = 1e-5
+
+    def run(self, module: Any, *inputs: Any) -> Any:
+        if self.call is None:
+            return module(*inputs)
+        return self.call(module, *inputs)
+
+
+def _load() -> tuple[list[Case], dict[type, str]]:
+    cases: list[Case] = []
+    not_registered: dict[type, str] = {}
+    for info in sorted(pkgutil.iter_modules(_entries_pkg.__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"{_entries_pkg.__name__}.{info.name}")
+        cases.extend(getattr(mod, "CASES", []))
+        not_registered.update(getattr(mod, "NOT_REGISTERED", {}))
+    ids = [c.id for c in cases]
+    duplicates = {i for i in ids if ids.count(i) > 1}
+    assert not duplicates, f"duplicate case ids: {sorted(duplicates)}"
+    return cases, not_registered
+
+
+CASES, NOT_REGISTERED = _load()
