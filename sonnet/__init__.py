@@ -4,17 +4,30 @@ Use as `import sonnet as snt`. Everything public is re-exported here from the
 private implementation package `sonnet._src`.
 """
 
-from sonnet import initializers
+from sonnet import initializers as initializers
+from sonnet import pad as pad
 from sonnet._src.base import Module, Optimizer, allow_empty_variables, no_name_scope
+from sonnet._src.build import build
+from sonnet._src.deferred import Deferred
 from sonnet._src.once import once
+from sonnet._src.variable_table import format_variables, log_variables
 
 __version__ = "2.1.0.dev0"
 
 __all__ = [
+    "Deferred",
     "Module",
     "Optimizer",
     "allow_empty_variables",
+    "build",
+    "format_variables",
     "initializers",
+    "log_variables",
     "no_name_scope",
     "once",
+    "pad",
 ]
+
+# Keep the implementation package out of `snt`'s attributes (importing a
+# submodule binds it on its parent package).
+globals().pop("_src", None)

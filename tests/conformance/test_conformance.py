@@ -1,0 +1,217 @@
+"""Suites run over every registered module (see `registry.py`).
+
+Each suite builds the module from its `Case`, records the variable values after
+the first call, and compares some transformed version of the module (pickled,
+copied, traced, compiled, exported, restored, replicated) against the original,
+resetting the variables to the recorded values before each call so modules
+with side effects (moving averages, optimizers) are compared fairly.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conformance.registry import CASES, Case
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _ids(cases: list[Case]) -> list[str]:
+    return [c.id for c in cases]
+
+
+def _variables(module: Any) -> tuple[tf.Variable, ...]:
+    return tuple(tf.Module.variables.fget(module))  # type: ignore[attr-defined]
+
+
+def _snapshot(module: Any) -> list[np.ndarray]:
+    return [v.numpy() for v in _variables(module)]
+
+
+def _reset(module: Any, values: list[np.ndarray]) -> None:
+    variables = _variables(module)
+    assert len(variables) == len(values), (
+        f"module has {len(variables)} variables, expected {len(values)}"
+    )
+    for v, value in zip(variables, values):
+        v.assign(value)
+
+
+def _build(case: Case) -> tuple[Any, tuple[Any, ...], list[np.ndarray]]:
+    module = case.factory()
+    inputs = case.inputs()
+    case.run(module, *inputs)
+    return module, inputs, _snapshot(module)
+
+
+def _reference(case: Case, module: Any, inputs: tuple[Any, ...], snap: list) -> Any:
+    _reset(module, snap)
+    return case.run(module, *inputs)
+
+
+def _leaves(structure: Any) -> list[np.ndarray]:
+    return [np.asarray(x) for x in tf.nest.flatten(structure, expand_composites=True)]
+
+
+def _assert_same(case: Case, expected: Any, actual: Any, tolerance: float | None = None):
+    tol = case.tolerance if tolerance is None else tolerance
+    expected_leaves, actual_leaves = _leaves(expected), _leaves(actual)
+    assert len(expected_leaves) == len(actual_leaves), "output structure differs"
+    for e, a in zip(expected_leaves, actual_leaves):
+        assert e.shape == a.shape, f"shape {a.shape} != {e.shape}"
+        assert e.dtype == a.dtype, f"dtype {a.dtype} != {e.dtype}"
+        if case.deterministic:
+            np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
+
+
+def _assert_same_variables(a: Any, b: Any) -> None:
+    va, vb = _variables(a), _variables(b)
+    assert len(va) == len(vb)
+    for x, y in zip(va, vb):
+        assert x is not y
+        assert x.name == y.name
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_pickle(case: Case):
+    module, inputs, snap = _build(case)
+    _reset(module, snap)
+    clone = pickle.loads(pickle.dumps(module))
+    _assert_same_variables(module, clone)
+    expected = _reference(case, module, inputs, snap)
+    _reset(clone, snap)
+    _assert_same(case, expected, case.run(clone, *inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_deepcopy(case: Case):
+    module, inputs, snap = _build(case)
+    _reset(module, snap)
+    clone = copy.deepcopy(module)
+    _assert_same_variables(module, clone)
+    expected = _reference(case, module, inputs, snap)
+    _reset(clone, snap)
+    _assert_same(case, expected, case.run(clone, *inputs))
+
+
+@pytest.mark.parametrize("autograph", [True, False], ids=["autograph", "no_autograph"])
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_tf_function_matches_eager(case: Case, autograph: bool):
+    module, inputs, snap = _build(case)
+    expected = _reference(case, module, inputs, snap)
+    traced = tf.function(lambda *a: case.run(module, *a), autograph=autograph)
+    _reset(module, snap)
+    _assert_same(case, expected, traced(*inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_variables_created_inside_tf_function(case: Case):
+    reference, inputs, snap = _build(case)
+    expected = _reference(case, reference, inputs, snap)
+    module = case.factory()
+    traced = tf.function(lambda *a: case.run(module, *a))
+    traced(*inputs)
+    assert [v.name for v in _variables(module)] == [
+        v.name for v in _variables(reference)
+    ]
+    _reset(module, snap)
+    _assert_same(case, expected, traced(*inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_xla(case: Case):
+    if not case.xla:
+        pytest.skip("case marked as not XLA-compilable")
+    module, inputs, snap = _build(case)
+    expected = _reference(case, module, inputs, snap)
+    compiled = tf.function(lambda *a: case.run(module, *a), jit_compile=True)
+    _reset(module, snap)
+    _assert_same(case, expected, compiled(*inputs), tolerance=max(case.tolerance, 1e-4))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_saved_model(case: Case, tmp_path):
+    if not case.saved_model:
+        pytest.skip("case marked as not exportable")
+    module, inputs, snap = _build(case)
+    signature = tf.nest.map_structure(tf.TensorSpec.from_tensor, list(inputs))
+    export = tf.Module()
+    export.module = module
+    export.all_variables = list(_variables(module))
+    export.inference = tf.function(
+        lambda *a: case.run(module, *a), input_signature=signature
+    )
+    _reset(module, snap)
+    tf.saved_model.save(export, str(tmp_path))
+    loaded = tf.saved_model.load(str(tmp_path))
+    assert [v.name for v in loaded.all_variables] == [
+        v.name for v in _variables(module)
+    ]
+    for v, value in zip(loaded.all_variables, snap):
+        np.testing.assert_array_equal(v.numpy(), value)
+    expected = _reference(case, module, inputs, snap)
+    _assert_same(case, expected, loaded.inference(*inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_checkpoint_round_trip(case: Case, tmp_path):
+    module, inputs, snap = _build(case)
+    _reset(module, snap)
+    path = tf.train.Checkpoint(module=module).write(str(tmp_path / "ckpt"))
+    restored, _, _ = _build(case)
+    tf.train.Checkpoint(module=restored).read(path).assert_consumed()
+    _assert_same_variables(module, restored)
+    expected = _reference(case, module, inputs, snap)
+    _assert_same(case, expected, case.run(restored, *inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_restore_on_create(case: Case, tmp_path):
+    module, inputs, snap = _build(case)
+    _reset(module, snap)
+    path = tf.train.Checkpoint(module=module).write(str(tmp_path / "ckpt"))
+    fresh = case.factory()
+    status = tf.train.Checkpoint(module=fresh).read(path)
+    actual = case.run(fresh, *inputs)
+    status.assert_consumed()
+    expected = _reference(case, module, inputs, snap)
+    _assert_same(case, expected, actual)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_mirrored_strategy_two_replicas(case: Case):
+    if not case.distribute:
+        pytest.skip("case marked as not distributable")
+    reference, inputs, snap = _build(case)
+    expected = _reference(case, reference, inputs, snap)
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+    strategy = tf.distribute.MirroredStrategy(devices)
+    with strategy.scope():
+        module = case.factory()
+
+    @tf.function
+    def step(*args):
+        return strategy.run(lambda *a: case.run(module, *a), args=args)
+
+    step(*inputs)
+    _reset(module, snap)
+    for v in _variables(module):
+        values = strategy.experimental_local_results(v)
+        assert len(values) == 2
+    outputs = step(*inputs)
+    per_replica = [
+        tf.nest.map_structure(
+            lambda t, i=i: strategy.experimental_local_results(t)[i], outputs
+        )
+        for i in range(2)
+    ]
+    for result in per_replica:
+        _assert_same(case, expected, result)
