@@ -231,7 +231,11 @@ def test_env_var_disables_method_scopes():
     )
     env = dict(os.environ, SNT_MODULE_NAME_SCOPES="false", TF_CPP_MIN_LOG_LEVEL="3")
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip().splitlines()[-1] == "v:0"
 
@@ -252,7 +256,9 @@ def test_repr_wildcards():
         def __init__(self, a, b, *args, **kwargs):
             super().__init__()
 
-    assert repr(WildcardInit(1, 2, 3, foo="bar")) == "WildcardInit(a=1, b=2, 3, foo='bar')"
+    assert (
+        repr(WildcardInit(1, 2, 3, foo="bar")) == "WildcardInit(a=1, b=2, 3, foo='bar')"
+    )
 
 
 def test_repr_unequal_defaults_compare_safely():
@@ -269,7 +275,12 @@ def test_repr_multiline():
             super().__init__(name=name)
 
     text = repr(
-        Holder(layers=[Scale(name="a_very_long_name_for_this"), Scale(name="another_long_name_here_too")])
+        Holder(
+            layers=[
+                Scale(name="a_very_long_name_for_this"),
+                Scale(name="another_long_name_here_too"),
+            ]
+        )
     )
     assert text == (
         "Holder(\n"
@@ -325,9 +336,9 @@ def test_trainable_split():
 def test_empty_variables_raise():
     m = Scale()
     with pytest.raises(ValueError, match="does not currently contain any variables"):
-        m.variables
+        _ = m.variables
     with pytest.raises(ValueError, match="trainable_variables"):
-        m.trainable_variables
+        _ = m.trainable_variables
     assert m.non_trainable_variables == ()
     assert m.submodules == ()
 
@@ -465,7 +476,9 @@ def test_saved_model_export(tmp_path):
     export = snt.Module(name="export")
     export.tree = t
     export.all_variables = list(t.variables)
-    export.inference = tf.function(t.__call__, input_signature=[tf.TensorSpec([None, 2])])
+    export.inference = tf.function(
+        t.__call__, input_signature=[tf.TensorSpec([None, 2])]
+    )
     tf.saved_model.save(export, str(tmp_path))
     loaded = tf.saved_model.load(str(tmp_path))
     np.testing.assert_array_equal(loaded.inference(x), t(x))

@@ -158,9 +158,7 @@ def auto_repr(cls: type, *args: Any, **kwargs: Any) -> str:
     for name in names + list(spec.kwonlyargs):
         if name in kwargs:
             named.append((name, kwargs[name]))
-    named = [
-        (n, v) for n, v in named if not (n in defaults and _same(v, defaults[n]))
-    ]
+    named = [(n, v) for n, v in named if not (n in defaults and _same(v, defaults[n]))]
     named.extend((None, v) for v in extra_args)
     known = set(names) | set(spec.kwonlyargs)
     named.extend((k, v) for k, v in kwargs.items() if k not in known)
@@ -225,14 +223,14 @@ class ModuleMetaclass(abc.ABCMeta):
         return cls
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        obj = cls.__new__(cls, *args, **kwargs)  # type: ignore[call-overload]
+        obj: Any = cls.__new__(cls, *args, **kwargs)  # type: ignore[call-overload]
         try:
             obj.__init__(*args, **kwargs)
         finally:
-            scope = obj.__dict__.pop("_ctor_name_scope", None)
+            scope = vars(obj).pop("_ctor_name_scope", None)
             if scope is not None:
                 scope.__exit__(None, None, None)
-        state = obj.__dict__
+        state = vars(obj)
         if "_name_scope" not in state and "_scope_name" not in state:
             raise ValueError(
                 f"`{cls.__name__}.__init__` must call `super().__init__()` before "
@@ -311,7 +309,7 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
     (6.0, 'scale/w:0')
     """
 
-    _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {
+    _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {  # type: ignore[attr-defined]
         "_auto_repr",
         "_snt_once",
     }
@@ -325,7 +323,7 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         if _wants_name_scope(init):
             scope = self.name_scope
             scope.__enter__()
-            self.__dict__["_ctor_name_scope"] = scope
+            vars(self)["_ctor_name_scope"] = scope
 
     @property
     @no_name_scope

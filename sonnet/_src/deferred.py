@@ -51,7 +51,7 @@ class Deferred(base.Module):
         for method_name in call_methods:
             if method_name == "__call__":
                 continue
-            self.__dict__[method_name] = self._forwarder(method_name)
+            vars(self)[method_name] = self._forwarder(method_name)
 
     def _forwarder(self, method_name: str) -> Callable[..., Any]:
         def forward(*args: Any, **kwargs: Any) -> Any:
@@ -65,7 +65,9 @@ class Deferred(base.Module):
     def target(self) -> Any:
         """The target module, built on first access."""
         if self._target is None:
-            self._target = self._constructor()
+            constructor = self._constructor
+            assert constructor is not None
+            self._target = constructor()
             self._constructor = None
         return self._target
 

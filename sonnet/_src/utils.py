@@ -47,9 +47,7 @@ def check_positive_int(argument: str, value: Any, allow_zero: bool = False) -> i
     return int(value)
 
 
-def replicate(
-    element: T | Sequence[T], num_times: int, name: str
-) -> tuple[T, ...]:
+def replicate(element: T | Sequence[T], num_times: int, name: str) -> tuple[T, ...]:
     """Repeats a scalar `num_times`, or checks a sequence has that length.
 
     Args:
@@ -120,9 +118,7 @@ def assert_minimum_rank(inputs: Any, rank: int, argument: str = "inputs") -> Non
     if shape.rank is None:
         raise bad_value(argument, "must have a known rank", shape)
     if shape.rank < rank:
-        raise bad_value(
-            argument, f"must have rank >= {rank}", tuple(shape.as_list())
-        )
+        raise bad_value(argument, f"must have rank >= {rank}", tuple(shape.as_list()))
 
 
 def check_floating_or_integer(argument: str, value: Any) -> None:
@@ -203,7 +199,6 @@ class CompareById:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CompareById) and other.wrapped is self.wrapped
-
 
 
 def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:

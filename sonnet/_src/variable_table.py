@@ -56,9 +56,7 @@ def _sort_key(variable: tf.Variable) -> tuple[str, int, str]:
     return scope, -variable.shape.rank, name
 
 
-def format_variables(
-    variables: Iterable[tf.Variable], tablefmt: str = "orgtbl"
-) -> str:
+def format_variables(variables: Iterable[tf.Variable], tablefmt: str = "orgtbl") -> str:
     """Formats variables as a table: name, dtype and shape, trainable, device.
 
     Rows are grouped by name scope, higher-rank variables first.

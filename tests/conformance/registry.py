@@ -60,7 +60,9 @@ class Case:
 def _load() -> tuple[list[Case], dict[type, str]]:
     cases: list[Case] = []
     not_registered: dict[type, str] = {}
-    for info in sorted(pkgutil.iter_modules(_entries_pkg.__path__), key=lambda i: i.name):
+    for info in sorted(
+        pkgutil.iter_modules(_entries_pkg.__path__), key=lambda i: i.name
+    ):
         mod = importlib.import_module(f"{_entries_pkg.__name__}.{info.name}")
         cases.extend(getattr(mod, "CASES", []))
         not_registered.update(getattr(mod, "NOT_REGISTERED", {}))

@@ -59,7 +59,9 @@ def _leaves(structure: Any) -> list[np.ndarray]:
     return [np.asarray(x) for x in tf.nest.flatten(structure, expand_composites=True)]
 
 
-def _assert_same(case: Case, expected: Any, actual: Any, tolerance: float | None = None):
+def _assert_same(
+    case: Case, expected: Any, actual: Any, tolerance: float | None = None
+):
     tol = case.tolerance if tolerance is None else tolerance
     expected_leaves, actual_leaves = _leaves(expected), _leaves(actual)
     assert len(expected_leaves) == len(actual_leaves), "output structure differs"
