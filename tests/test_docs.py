@@ -1,0 +1,69 @@
+"""Every public symbol has a docstring with a runnable `>>>` example.
+
+The examples themselves run as doctests (`--doctest-modules` over `sonnet/`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+import sonnet as snt
+
+FACADES = [
+    "",
+    "nets",
+    "nets.resnet",
+    "optimizers",
+    "initializers",
+    "regularizers",
+    "distribute",
+    "mixed_precision",
+    "pad",
+    "functional",
+]
+
+
+def _facade(path: str) -> types.ModuleType | None:
+    obj = snt
+    for part in filter(None, path.split(".")):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj  # type: ignore[return-value]
+
+
+def _public_symbols() -> list[tuple[str, object]]:
+    found = []
+    for path in FACADES:
+        module = _facade(path)
+        if module is None:
+            continue
+        names = getattr(module, "__all__", [])
+        for name in names:
+            obj = getattr(module, name)
+            if isinstance(obj, types.ModuleType):
+                continue
+            found.append((f"{path}.{name}".lstrip("."), obj))
+    return found
+
+
+SYMBOLS = _public_symbols()
+
+
+@pytest.mark.parametrize("name, obj", SYMBOLS, ids=[n for n, _ in SYMBOLS])
+def test_public_docstring_has_example(name, obj):
+    doc = inspect.getdoc(obj) or ""
+    assert doc.strip(), f"{name} has no docstring"
+    assert ">>>" in doc, f"{name}'s docstring has no runnable example"
+
+
+def test_all_names_resolve():
+    for path in FACADES:
+        module = _facade(path)
+        if module is None:
+            continue
+        for name in getattr(module, "__all__", []):
+            assert hasattr(module, name), f"{path}.{name} in __all__ but missing"
