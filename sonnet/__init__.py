@@ -6,9 +6,13 @@ private implementation package `sonnet._src`.
 
 from sonnet import initializers as initializers
 from sonnet import pad as pad
+from sonnet import regularizers as regularizers
 from sonnet._src.base import Module, Optimizer, allow_empty_variables, no_name_scope
 from sonnet._src.build import build
 from sonnet._src.deferred import Deferred
+from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
+from sonnet._src.metrics import Mean, Metric, Sum
+from sonnet._src.moving_averages import ExponentialMovingAverage
 from sonnet._src.once import once
 from sonnet._src.variable_table import format_variables, log_variables
 
@@ -16,16 +20,23 @@ __version__ = "2.1.0.dev0"
 
 __all__ = [
     "Deferred",
+    "ExponentialMovingAverage",
+    "Mean",
+    "Metric",
     "Module",
     "Optimizer",
+    "Sum",
     "allow_empty_variables",
     "build",
     "format_variables",
     "initializers",
+    "leaky_clip_by_value",
     "log_variables",
     "no_name_scope",
     "once",
     "pad",
+    "regularizers",
+    "scale_gradient",
 ]
 
 # Keep the implementation package out of `snt`'s attributes (importing a

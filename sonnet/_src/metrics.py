@@ -1,0 +1,224 @@
+"""Metrics: modules that accumulate state over a stream of values."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import base, once, utils
+
+__all__ = ["Mean", "Metric", "Sum"]
+
+# With `tf.distribute` each replica holds a copy of the state; updates made in a
+# replica context keep the first replica's result (as `snt.distribute.Replicator`
+# does for every variable) instead of failing.
+_AGGREGATION = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+
+def state_variable(initial_value: Any, name: str) -> tf.Variable:
+    """A non-trainable variable holding metric state."""
+    return tf.Variable(
+        initial_value, trainable=False, name=name, aggregation=_AGGREGATION
+    )
+
+
+def check_value(
+    value: Any, state: tf.Variable | None, floating: bool = False
+) -> tf.Tensor:
+    """Converts a metric input and checks it fits the metric's `state`.
+
+    Args:
+      value: The value passed to `update`/`initialize`/`__call__`.
+      state: A state variable the value is combined with, or None before the
+        state exists.
+      floating: Whether only floating point values make sense (otherwise
+        integer and complex values are accepted too).
+
+    Returns:
+      `value` as a tensor (Python numbers and arrays take `state`'s dtype).
+    """
+    if not isinstance(value, (tf.Tensor, tf.Variable)):
+        dtype = None if state is None else state.dtype
+        try:
+            value = tf.convert_to_tensor(value, dtype=dtype)
+        except (TypeError, ValueError) as e:
+            expected = "must be convertible to a numeric tensor"
+            if dtype is not None:
+                expected = f"must be convertible to a {dtype.name} tensor"
+            raise utils.bad_type("value", expected, value) from e
+        if floating and state is None and value.dtype.is_integer:
+            value = tf.cast(value, tf.float32)
+    dtype = value.dtype
+    if floating:
+        if not dtype.is_floating:
+            raise utils.bad_type("value", "must have a floating point dtype", value)
+    elif not (dtype.is_floating or dtype.is_integer or dtype.is_complex):
+        raise utils.bad_type("value", "must have a numeric dtype", value)
+    if state is not None:
+        if dtype != state.dtype:
+            raise utils.bad_type(
+                "value",
+                f"must have the dtype of the first value ({state.dtype.name})",
+                value,
+            )
+        if not value.shape.is_compatible_with(state.shape):
+            raise utils.bad_value(
+                "value",
+                f"must have the shape of the first value {state.shape}",
+                value,
+            )
+    return value  # type: ignore[return-value]
+
+
+def not_ready(metric: Metric) -> ValueError:
+    return ValueError(
+        f"`{metric.name}` has no value before its first `update(value)`. "
+        f"Received: `value` requested from {metric!r} before any update."
+    )
+
+
+class Metric(base.Module):
+    """Base class for metrics: state updated by a stream of values.
+
+    Subclasses implement `initialize(value)` (create state shaped like
+    `value`), `update(value)`, `reset()` and the `value` property. Calling a
+    metric updates it and returns its current value.
+
+    >>> class Maximum(snt.Metric):
+    ...   def __init__(self):
+    ...     super().__init__()
+    ...     self.maximum = None
+    ...   def initialize(self, value):
+    ...     if self.maximum is None:
+    ...       self.maximum = tf.Variable(tf.fill(value.shape, -np.inf))
+    ...   def update(self, value):
+    ...     self.initialize(value)
+    ...     self.maximum.assign(tf.maximum(self.maximum, value))
+    ...   @property
+    ...   def value(self):
+    ...     return tf.convert_to_tensor(self.maximum)
+    ...   def reset(self):
+    ...     self.maximum.assign(tf.fill(self.maximum.shape, -np.inf))
+    >>> m = Maximum()
+    >>> _ = m(tf.constant(1.0)); float(m(tf.constant(-2.0)))
+    1.0
+    """
+
+    @abc.abstractmethod
+    def initialize(self, value: Any) -> None:
+        """Creates the state that depends on `value` (shape, dtype)."""
+
+    @abc.abstractmethod
+    def update(self, value: Any) -> None:
+        """Accumulates `value` into the state."""
+
+    @property
+    @abc.abstractmethod
+    def value(self) -> tf.Tensor:
+        """The current value of the metric."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Returns the state to its initial value."""
+
+    def __call__(self, value: Any) -> tf.Tensor:
+        """Updates the metric with `value` and returns the new value."""
+        self.update(value)
+        return self.value
+
+
+class Sum(Metric):
+    """Running element-wise sum of the values it is given.
+
+    The state `sum` (a non-trainable variable named `sum`) is created by the
+    first `update` (or an explicit `initialize`) with the value's shape and
+    dtype; later values must have the same shape and dtype.
+
+    Args:
+      name: Module name, default `"sum"`.
+
+    >>> total = snt.Sum()
+    >>> _ = total(tf.constant([1.0, 2.0]))
+    >>> total(tf.constant([3.0, 4.0])).numpy()
+    array([4., 6.], dtype=float32)
+    """
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name=name)
+        self.sum: tf.Variable | None = None
+
+    @once.once
+    def initialize(self, value: Any) -> None:
+        """Creates a zero `sum` shaped like `value` (without adding it)."""
+        value = check_value(value, None)
+        self.sum = state_variable(tf.zeros_like(value), "sum")
+
+    def update(self, value: Any) -> None:
+        """Adds `value` to the running sum."""
+        value = check_value(value, self.sum)
+        self.initialize(value)
+        assert self.sum is not None
+        self.sum.assign_add(value)
+
+    @property
+    def value(self) -> tf.Tensor:
+        """The sum of all values since creation or the last `reset`."""
+        if self.sum is None:
+            raise not_ready(self)
+        return tf.convert_to_tensor(self.sum)
+
+    def reset(self) -> None:
+        """Sets the sum back to zero."""
+        if self.sum is not None:
+            self.sum.assign(tf.zeros_like(self.sum))
+
+
+class Mean(Metric):
+    """Running element-wise mean of the values it is given.
+
+    Holds a `count` of updates (int64, created in the constructor) and a `sum`
+    created by the first `update` (or `initialize`) with the value's shape and
+    dtype; `value` is `sum / count`.
+
+    Args:
+      name: Module name, default `"mean"`.
+
+    >>> mean = snt.Mean()
+    >>> _ = mean(tf.constant([1.0, 2.0]))
+    >>> mean(tf.constant([3.0, 6.0])).numpy()
+    array([2., 4.], dtype=float32)
+    """
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name=name)
+        self.sum: tf.Variable | None = None
+        self.count = state_variable(tf.constant(0, tf.int64), "count")
+
+    @once.once
+    def initialize(self, value: Any) -> None:
+        """Creates a zero `sum` shaped like `value` (without counting it)."""
+        value = check_value(value, None)
+        self.sum = state_variable(tf.zeros_like(value), "sum")
+
+    def update(self, value: Any) -> None:
+        """Adds `value` to the sum and increments the count."""
+        value = check_value(value, self.sum)
+        self.initialize(value)
+        assert self.sum is not None
+        self.sum.assign_add(value)
+        self.count.assign_add(1)
+
+    @property
+    def value(self) -> tf.Tensor:
+        """The mean of all values since creation or the last `reset`."""
+        if self.sum is None:
+            raise not_ready(self)
+        return self.sum / tf.cast(self.count, self.sum.dtype)
+
+    def reset(self) -> None:
+        """Sets the sum and the count back to zero."""
+        if self.sum is not None:
+            self.sum.assign(tf.zeros_like(self.sum))
+        self.count.assign(0)
