@@ -7,9 +7,12 @@ private implementation package `sonnet._src`.
 from sonnet import initializers as initializers
 from sonnet import pad as pad
 from sonnet import regularizers as regularizers
+from sonnet._src.axis_norm import InstanceNorm, LayerNorm
 from sonnet._src.base import Module, Optimizer, allow_empty_variables, no_name_scope
+from sonnet._src.batch_norm import BaseBatchNorm, BatchNorm
 from sonnet._src.build import build
 from sonnet._src.deferred import Deferred
+from sonnet._src.group_norm import GroupNorm
 from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
 from sonnet._src.metrics import Mean, Metric, Sum
 from sonnet._src.moving_averages import ExponentialMovingAverage
@@ -19,8 +22,13 @@ from sonnet._src.variable_table import format_variables, log_variables
 __version__ = "2.1.0.dev0"
 
 __all__ = [
+    "BaseBatchNorm",
+    "BatchNorm",
     "Deferred",
     "ExponentialMovingAverage",
+    "GroupNorm",
+    "InstanceNorm",
+    "LayerNorm",
     "Mean",
     "Metric",
     "Module",

@@ -1,0 +1,291 @@
+"""Normalization over chosen axes: `snt.LayerNorm` and `snt.InstanceNorm`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, initializers, utils
+from sonnet._src.batch_norm import (
+    check_eps,
+    check_flag,
+    check_initializer,
+    check_unused_init,
+)
+from sonnet._src.once import once
+
+AxisLike = int | slice | Sequence[int]
+
+
+def check_axis(axis: Any) -> tuple[int, ...] | slice:
+    """Validates an `axis` argument: an int, a slice or an iterable of ints."""
+    if isinstance(axis, slice):
+        return axis
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
+        return (int(axis),)
+    if isinstance(axis, Iterable) and not isinstance(axis, (str, bytes)):
+        items = list(axis)
+        if all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+            for a in items
+        ):
+            return tuple(int(a) for a in items)
+    raise utils.bad_type("axis", "must be an int, a slice or an iterable of ints", axis)
+
+
+def resolve_axis(axis: tuple[int, ...] | slice, rank: int) -> tuple[int, ...]:
+    """Turns a checked `axis` into sorted, non-negative axes of a rank-`rank` input."""
+    if isinstance(axis, slice):
+        return tuple(range(rank))[axis]
+    resolved = []
+    for a in axis:
+        if not -rank <= a < rank:
+            raise utils.bad_value(
+                "axis", f"must name axes of the rank-{rank} inputs", axis
+            )
+        resolved.append(a % rank)
+    if len(set(resolved)) != len(resolved):
+        raise utils.bad_value("axis", "must not repeat an axis", axis)
+    return tuple(sorted(resolved))
+
+
+class NormParams:
+    """Shared constructor checks and lazy `scale`/`offset` creation."""
+
+    def check_common(
+        self: Any,
+        create_scale: Any,
+        create_offset: Any,
+        eps: Any,
+        scale_init: Any,
+        offset_init: Any,
+        data_format: Any,
+    ) -> None:
+        self._create_scale = check_flag("create_scale", create_scale)
+        self._create_offset = check_flag("create_offset", create_offset)
+        self._eps = check_eps(eps)
+        check_initializer("scale_init", scale_init)
+        check_initializer("offset_init", offset_init)
+        check_unused_init("scale_init", scale_init, "create_scale", self._create_scale)
+        check_unused_init(
+            "offset_init", offset_init, "create_offset", self._create_offset
+        )
+        self._channel_index = utils.get_channel_index(data_format)
+        self._data_format = data_format
+        self._scale_init = scale_init or initializers.Ones()
+        self._offset_init = offset_init or initializers.Zeros()
+
+    def build_params(self: Any, inputs: tf.Tensor) -> None:
+        """Checks the first input and creates `scale`/`offset` (or sets None)."""
+        shape = inputs.shape
+        if shape.rank is None or shape.rank < 2:
+            raise utils.bad_value(
+                "inputs", "must have a known rank >= 2 (batch and channels)", inputs
+            )
+        if not inputs.dtype.is_floating:
+            raise utils.bad_type("inputs", "must have a floating point dtype", inputs)
+        rank = shape.rank
+        channel_axis = rank - 1 if self._channel_index == -1 else 1
+        channels = shape[channel_axis]
+        if channels is None:
+            raise utils.bad_value(
+                "inputs", "must have a statically known number of channels", inputs
+            )
+        self._rank = rank
+        self._channel_axis = channel_axis
+        self._channels = channels
+        self._dtype = inputs.dtype
+        if channel_axis == rank - 1:
+            params_shape = [channels]
+        else:
+            params_shape = [channels] + [1] * (rank - 2)
+        self._params_shape = params_shape
+
+    def create_params(self: Any) -> None:
+        if self._create_scale:
+            self.scale = tf.Variable(
+                self._scale_init(self._params_shape, self._dtype), name="scale"
+            )
+        else:
+            self.scale = None
+        if self._create_offset:
+            self.offset = tf.Variable(
+                self._offset_init(self._params_shape, self._dtype), name="offset"
+            )
+        else:
+            self.offset = None
+
+    def check_call(self: Any, inputs: tf.Tensor, scale: Any, offset: Any) -> None:
+        """Per-call checks: call-time parameters and the input's rank/channels."""
+        if scale is not None and self._create_scale:
+            raise utils.bad_value(
+                "scale",
+                "must be None when the module creates it (create_scale=True)",
+                scale,
+            )
+        if offset is not None and self._create_offset:
+            raise utils.bad_value(
+                "offset",
+                "must be None when the module creates it (create_offset=True)",
+                offset,
+            )
+        shape = inputs.shape
+        rank = shape.rank
+        if rank is None:
+            return
+        if rank != self._rank:
+            raise utils.bad_value(
+                "inputs", f"must keep the rank of the first call ({self._rank})", inputs
+            )
+        channels = shape[self._channel_axis]
+        if channels is not None and channels != self._channels:
+            raise utils.bad_value(
+                "inputs",
+                f"must keep the number of channels of the first call "
+                f"({self._channels})",
+                inputs,
+            )
+        if inputs.dtype != self._dtype:
+            raise utils.bad_type(
+                "inputs",
+                f"must keep the dtype of the first call ({self._dtype.name})",
+                inputs,
+            )
+
+
+class LayerNorm(NormParams, base.Module):
+    """Normalizes each example over the given axes (Ba et al., 2016).
+
+    For each position not in `axis`, the input is standardized with the mean
+    and variance taken over `axis`, then scaled and shifted per channel:
+    `(x - mean) / sqrt(var + eps) * scale + offset`.
+
+    Args:
+      axis: The axes to normalize over: an int, an iterable of ints, or a
+        slice (e.g. `slice(1, None)` for every axis but the batch axis),
+        resolved against the rank of the first input.
+      create_scale: Whether to create a trainable `scale` (per channel). If
+        False, `scale` may be passed at call time.
+      create_offset: Whether to create a trainable `offset` (per channel). If
+        False, `offset` may be passed at call time.
+      eps: Added to the variance for numerical stability. Default 1e-5.
+      scale_init: Initializer for `scale`; default `Ones()` (identity). Only
+        with `create_scale=True`.
+      offset_init: Initializer for `offset`; default `Zeros()`. Only with
+        `create_offset=True`.
+      data_format: Where the channels (the axis of `scale`/`offset`) are:
+        `"channels_last"` (default) or `"channels_first"` (or e.g. "NCHW").
+      name: Module name.
+
+    Inputs have rank >= 2; the output has the same shape. `scale`/`offset`
+    are `[C]` (channels-first: `[C, 1, ..., 1]`).
+
+    >>> ln = snt.LayerNorm(axis=-1, create_scale=True, create_offset=True)
+    >>> ln(tf.random.normal([2, 5])).shape
+    TensorShape([2, 5])
+    >>> ln.scale.shape
+    TensorShape([5])
+    """
+
+    def __init__(
+        self,
+        axis: AxisLike,
+        create_scale: bool,
+        create_offset: bool,
+        eps: float = 1e-5,
+        scale_init: initializers.Initializer | None = None,
+        offset_init: initializers.Initializer | None = None,
+        data_format: str = "channels_last",
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self._axis = check_axis(axis)
+        self.check_common(
+            create_scale, create_offset, eps, scale_init, offset_init, data_format
+        )
+
+    @once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        self.build_params(inputs)
+        self._resolved_axis = list(resolve_axis(self._axis, self._rank))
+        self.create_params()
+
+    def __call__(
+        self,
+        inputs: tf.Tensor,
+        scale: tf.Tensor | None = None,
+        offset: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """Normalizes `inputs` over the module's axes.
+
+        Args:
+          inputs: A float tensor of rank >= 2.
+          scale: Only if `create_scale=False`: a tensor broadcastable to the
+            inputs, used as the scale.
+          offset: Only if `create_offset=False`: as `scale`, for the offset.
+
+        Returns:
+          A tensor of the same shape and dtype as `inputs`.
+        """
+        inputs = utils.to_tensor("inputs", inputs)
+        self._initialize(inputs)
+        self.check_call(inputs, scale, offset)
+        if scale is None:
+            scale = self.scale
+        if offset is None:
+            offset = self.offset
+        mean, variance = tf.nn.moments(inputs, self._resolved_axis, keepdims=True)
+        return tf.nn.batch_normalization(
+            inputs,
+            mean,
+            variance,
+            offset,  # pyright: ignore[reportArgumentType]
+            scale,  # pyright: ignore[reportArgumentType]
+            self._eps,
+        )
+
+
+class InstanceNorm(LayerNorm):
+    """Normalizes each example and channel over the spatial axes.
+
+    As `snt.LayerNorm` with `axis` every axis except batch and channels
+    (Ulyanov et al., 2016): `(1, 2)` for NHWC inputs, `(2, 3)` for NCHW.
+
+    Args:
+      create_scale: Whether to create a trainable per-channel `scale`.
+      create_offset: Whether to create a trainable per-channel `offset`.
+      eps: Added to the variance for numerical stability. Default 1e-5.
+      scale_init: Initializer for `scale`; default `Ones()`.
+      offset_init: Initializer for `offset`; default `Zeros()`.
+      data_format: `"channels_last"` (default) or `"channels_first"`.
+      name: Module name.
+
+    >>> norm = snt.InstanceNorm(create_scale=True, create_offset=True)
+    >>> norm(tf.random.normal([2, 4, 4, 3])).shape
+    TensorShape([2, 4, 4, 3])
+    """
+
+    def __init__(
+        self,
+        create_scale: bool,
+        create_offset: bool,
+        eps: float = 1e-5,
+        scale_init: initializers.Initializer | None = None,
+        offset_init: initializers.Initializer | None = None,
+        data_format: str = "channels_last",
+        name: str | None = None,
+    ):
+        channels_first = utils.get_channel_index(data_format) == 1
+        super().__init__(
+            axis=slice(2, None) if channels_first else slice(1, -1),
+            create_scale=create_scale,
+            create_offset=create_offset,
+            eps=eps,
+            scale_init=scale_init,
+            offset_init=offset_init,
+            data_format=data_format,
+            name=name,
+        )

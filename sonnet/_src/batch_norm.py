@@ -1,0 +1,497 @@
+"""Batch normalization: `snt.BaseBatchNorm` and `snt.BatchNorm`."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, initializers, moving_averages, utils
+from sonnet._src.once import once
+
+# Inputs the fused kernel accepts (`FusedBatchNormV3` has T in {half, bfloat16,
+# float} but needs float32 scale/offset/statistics, which our variables only
+# are for float32 inputs).
+_FUSED_DTYPES = (tf.float32,)
+
+
+def check_flag(argument: str, value: Any) -> bool:
+    """Checks a constructor flag such as `create_scale` (a bool, or 0/1)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise utils.bad_type(argument, "must be a bool", value)
+
+
+def check_eps(value: Any) -> float:
+    """Checks `eps`: a finite, non-negative real number."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise utils.bad_type("eps", "must be a non-negative float", value)
+    eps = float(value)
+    if not np.isfinite(eps) or eps < 0:
+        raise utils.bad_value("eps", "must be a non-negative float", value)
+    return eps
+
+
+def check_initializer(argument: str, value: Any) -> None:
+    """Checks that an initializer argument is callable or None."""
+    if value is not None and not callable(value):
+        raise utils.bad_type(argument, "must be a callable initializer or None", value)
+
+
+def check_unused_init(argument: str, value: Any, flag: str, created: bool) -> None:
+    """Rejects an initializer for a parameter the module does not create."""
+    if value is not None and not created:
+        raise utils.bad_value(argument, f"must be None when `{flag}=False`", value)
+
+
+def _empty_float32() -> tf.Tensor:
+    # The fused kernel ignores its mean/variance inputs in training mode; they
+    # must be empty. Built per trace in graphs, cached once when eager.
+    if not tf.executing_eagerly():
+        return tf.constant([], tf.float32)
+    global _EMPTY
+    if _EMPTY is None:
+        _EMPTY = tf.constant([], tf.float32)
+    return _EMPTY
+
+
+_EMPTY: tf.Tensor | None = None
+
+
+class BaseBatchNorm(base.Module):
+    """Normalizes inputs per channel with batch or moving statistics.
+
+    The output is `(x - mean) / sqrt(variance + eps) * scale + offset`, where
+    `mean` and `variance` are taken over every axis except the channel axis,
+    either from the current batch (in training, or when `test_local_stats`) or
+    from the `moving_mean`/`moving_variance` statistics (at test time). In
+    training the statistics are updated with the batch moments.
+
+    `scale` and `offset` variables are always created (so checkpoints have the
+    same structure whatever the flags); `create_scale=False` makes `scale` a
+    non-trainable vector of ones (or of `scale_init`'s values) and lets a
+    `scale` be passed at call time instead (likewise for `offset`).
+
+    Where it gives the same numbers, the fused kernel (`FusedBatchNormV3`,
+    one op forward and one backward) is used: float32 inputs with the channels
+    last (any rank, viewed as 4-D) or rank-4 channels-first inputs, with the
+    module's own `scale` and `offset`. Other inputs use `tf.nn.moments` and
+    `tf.nn.batch_normalization`.
+
+    Subclasses may change how batch moments are computed by overriding
+    `_batch_moments` and setting the class attribute `_use_fused_kernel =
+    False` (e.g. cross-replica statistics).
+
+    Args:
+      create_scale: Whether `scale` is a trainable variable. If False a
+        `scale` may be passed at call time.
+      create_offset: Whether `offset` is a trainable variable. If False an
+        `offset` may be passed at call time.
+      moving_mean: An `snt.Metric`-like object (`initialize(x)`, `update(x)`,
+        `value`) that tracks the mean; e.g. `snt.ExponentialMovingAverage`.
+      moving_variance: As `moving_mean`, for the variance.
+      eps: Added to the variance for numerical stability. Default 1e-5 (the
+        usual choice, and the smallest value cuDNN's fused kernel allows).
+      scale_init: Initializer for `scale`; default `Ones()` (identity).
+      offset_init: Initializer for `offset`; default `Zeros()`.
+      data_format: Where the channels are: `"channels_last"` (default, also
+        "NHWC", "NWC", ...) or `"channels_first"` (also "NCHW", ...).
+      name: Module name.
+
+    Inputs are `[N, ..., C]` (or `[N, C, ...]` channels-first) with rank >= 2;
+    outputs have the same shape. Statistics have the "keepdims" shape, e.g.
+    `[1, 1, 1, C]` for `[N, H, W, C]` inputs; `scale`/`offset` are `[C]`
+    (channels-first: `[C, 1, ..., 1]`).
+
+    >>> bn = snt.BaseBatchNorm(
+    ...     True, True, snt.ExponentialMovingAverage(0.9),
+    ...     snt.ExponentialMovingAverage(0.9))
+    >>> bn(tf.ones([2, 3]), is_training=True).shape
+    TensorShape([2, 3])
+    """
+
+    _use_fused_kernel: bool = True
+
+    def __init__(
+        self,
+        create_scale: bool,
+        create_offset: bool,
+        moving_mean: Any,
+        moving_variance: Any,
+        eps: float = 1e-5,
+        scale_init: initializers.Initializer | None = None,
+        offset_init: initializers.Initializer | None = None,
+        data_format: str = "channels_last",
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self._create_scale = check_flag("create_scale", create_scale)
+        self._create_offset = check_flag("create_offset", create_offset)
+        for argument, metric in (
+            ("moving_mean", moving_mean),
+            ("moving_variance", moving_variance),
+        ):
+            if not all(
+                callable(getattr(metric, m, None)) for m in ("initialize", "update")
+            ):
+                raise utils.bad_type(
+                    argument,
+                    "must be a metric with `initialize`, `update` and `value` "
+                    "(e.g. snt.ExponentialMovingAverage)",
+                    metric,
+                )
+        self._eps = check_eps(eps)
+        check_initializer("scale_init", scale_init)
+        check_initializer("offset_init", offset_init)
+        check_unused_init("scale_init", scale_init, "create_scale", self._create_scale)
+        check_unused_init(
+            "offset_init", offset_init, "create_offset", self._create_offset
+        )
+        self._channel_index = utils.get_channel_index(data_format)
+        self._data_format = data_format
+        self._scale_init = scale_init or initializers.Ones()
+        self._offset_init = offset_init or initializers.Zeros()
+        self.moving_mean = moving_mean
+        self.moving_variance = moving_variance
+
+    def __call__(
+        self,
+        inputs: tf.Tensor,
+        is_training: bool | tf.Tensor,
+        test_local_stats: bool | tf.Tensor = False,
+        scale: tf.Tensor | None = None,
+        offset: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """Normalizes `inputs`.
+
+        Args:
+          inputs: A float tensor `[N, ..., C]` (or channels-first), rank >= 2.
+          is_training: Python bool or scalar bool tensor. If true, batch
+            statistics are used and the moving statistics updated.
+          test_local_stats: If true (and not training), batch statistics are
+            used without updating the moving statistics.
+          scale: Only if `create_scale=False`: a scale broadcastable to the
+            parameter shape. Default: the (non-trainable) `scale` variable.
+          offset: Only if `create_offset=False`: as `scale`, for the offset.
+
+        Returns:
+          A tensor of the same shape and dtype as `inputs`.
+        """
+        if scale is not None and self._create_scale:
+            raise utils.bad_value(
+                "scale",
+                "must be None when the module creates it (create_scale=True)",
+                scale,
+            )
+        if offset is not None and self._create_offset:
+            raise utils.bad_value(
+                "offset",
+                "must be None when the module creates it (create_offset=True)",
+                offset,
+            )
+        training = utils.mode_flag("is_training", is_training)
+        local_stats = utils.mode_flag("test_local_stats", test_local_stats)
+        inputs = utils.to_tensor("inputs", inputs)
+        self._initialize(inputs)
+        self._check_inputs(inputs)
+        fused = self._fused and scale is None and offset is None
+        if scale is None:
+            scale = self.scale
+        if offset is None:
+            offset = self.offset
+
+        if isinstance(training, bool) and isinstance(local_stats, bool):
+            if training or local_stats:
+                return self._with_batch_stats(inputs, scale, offset, fused, training)
+            return self._with_moving_stats(inputs, scale, offset, fused)
+        # A flag is a tensor: choose the branch in the graph.
+        use_batch_stats = tf.logical_or(training, local_stats)
+        return tf.cond(
+            use_batch_stats,
+            lambda: self._with_batch_stats(inputs, scale, offset, fused, training),
+            lambda: self._with_moving_stats(inputs, scale, offset, fused),
+        )
+
+    @once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        shape = inputs.shape
+        if shape.rank is None or shape.rank < 2:
+            raise utils.bad_value(
+                "inputs", "must have a known rank >= 2 (batch and channels)", inputs
+            )
+        if not inputs.dtype.is_floating:
+            raise utils.bad_type("inputs", "must have a floating point dtype", inputs)
+        rank = shape.rank
+        channel_axis = rank - 1 if self._channel_index == -1 else 1
+        channels = shape[channel_axis]
+        if channels is None:
+            raise utils.bad_value(
+                "inputs", "must have a statically known number of channels", inputs
+            )
+        self._rank = rank
+        self._channel_axis = channel_axis
+        self._channels = channels
+        self._dtype = inputs.dtype
+        self._axis = tuple(i for i in range(rank) if i != channel_axis)
+        channels_last = channel_axis == rank - 1
+
+        mean, variance = tf.nn.moments(inputs, self._axis, keepdims=True)
+        self.moving_mean.initialize(mean)
+        self.moving_variance.initialize(variance)
+        self.shape = mean.shape
+
+        params_shape = [channels] if channels_last else [channels] + [1] * (rank - 2)
+        self.scale = tf.Variable(
+            self._scale_init(params_shape, inputs.dtype),
+            trainable=self._create_scale,
+            name="scale",
+        )
+        self.offset = tf.Variable(
+            self._offset_init(params_shape, inputs.dtype),
+            trainable=self._create_offset,
+            name="offset",
+        )
+
+        # Sonnet 2.0.2 used the fused kernel exactly for rank-4 channels-last
+        # inputs, and that kernel returns the *unbiased* batch variance
+        # (times n / (n - 1)); that is what reached the moving variance there.
+        # Everywhere else the population variance did. We reproduce those
+        # numbers whatever kernel we pick (the normalized output always uses
+        # the population variance).
+        self._unbiased_update = self._use_fused_kernel and rank == 4 and channels_last
+        fusable = self._use_fused_kernel and inputs.dtype in _FUSED_DTYPES
+        if fusable and channels_last:
+            self._fused = True
+            self._fused_format = "NHWC"
+            self._fused_shape = None if rank == 4 else [-1, 1, 1, channels]
+        elif fusable and rank == 4:
+            self._fused = True
+            self._fused_format = "NCHW"
+            self._fused_shape = None
+        else:
+            self._fused = False
+
+    def _check_inputs(self, inputs: tf.Tensor) -> None:
+        shape = inputs.shape
+        rank = shape.rank
+        if rank is None:
+            return
+        if rank != self._rank:
+            raise utils.bad_value(
+                "inputs",
+                f"must keep the rank of the first call ({self._rank})",
+                inputs,
+            )
+        channels = shape[self._channel_axis]
+        if channels is not None and channels != self._channels:
+            raise utils.bad_value(
+                "inputs",
+                f"must keep the number of channels of the first call "
+                f"({self._channels})",
+                inputs,
+            )
+        if inputs.dtype != self._dtype:
+            raise utils.bad_type(
+                "inputs",
+                f"must keep the dtype of the first call ({self._dtype.name})",
+                inputs,
+            )
+
+    def _batch_moments(self, inputs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Mean and population variance of the batch, with the keepdims shape."""
+        return tf.nn.moments(inputs, self._axis, keepdims=True)
+
+    def _moving_moments(self) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.moving_mean.value, self.moving_variance.value
+
+    def _bessel_factor(self, inputs: tf.Tensor) -> tf.Tensor | float:
+        """`n / (n - 1)` for n elements per channel (1 when n <= 1), like the
+        fused kernel; a Python float when the shape is static."""
+        num = inputs.shape.num_elements()
+        if num is not None:
+            n = num // self._channels
+            return n / max(n - 1, 1)
+        n = tf.cast(tf.size(inputs) // self._channels, inputs.dtype)
+        return n / tf.maximum(n - 1, 1)
+
+    def _with_batch_stats(
+        self,
+        inputs: tf.Tensor,
+        scale: tf.Tensor,
+        offset: tf.Tensor,
+        fused: bool,
+        training: bool | tf.Tensor,
+    ) -> tf.Tensor:
+        if fused:
+            x = (
+                inputs
+                if self._fused_shape is None
+                else tf.reshape(inputs, self._fused_shape)
+            )
+            empty = _empty_float32()
+            y, mean, variance, _, _, _ = tf.raw_ops.FusedBatchNormV3(
+                x=x,
+                scale=scale,
+                offset=offset,
+                mean=empty,
+                variance=empty,
+                epsilon=self._eps,
+                exponential_avg_factor=1.0,
+                data_format=self._fused_format,
+                is_training=True,
+            )
+            if self._fused_shape is not None:
+                y = tf.reshape(y, tf.shape(inputs))
+            if training is False:
+                return y
+
+            def update() -> None:
+                # The kernel's variance is unbiased; see `_initialize`.
+                var = variance
+                if not self._unbiased_update:
+                    var = var / self._bessel_factor(inputs)
+                self._update_statistics(
+                    tf.reshape(mean, self.shape), tf.reshape(var, self.shape)
+                )
+        else:
+            mean, variance = self._batch_moments(inputs)
+            y = tf.nn.batch_normalization(
+                inputs, mean, variance, offset, scale, self._eps
+            )
+            if training is False:
+                return y
+
+            def update() -> None:
+                var = variance
+                if self._unbiased_update:
+                    var = var * self._bessel_factor(inputs)
+                self._update_statistics(mean, var)
+
+        if training is True:
+            update()
+            return y
+        with tf.control_dependencies([tf.cond(training, _run(update), _noop)]):
+            return tf.identity(y)
+
+    def _with_moving_stats(
+        self, inputs: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor, fused: bool
+    ) -> tf.Tensor:
+        mean, variance = self._moving_moments()
+        if not fused:
+            return tf.nn.batch_normalization(
+                inputs, mean, variance, offset, scale, self._eps
+            )
+        x = (
+            inputs
+            if self._fused_shape is None
+            else tf.reshape(inputs, self._fused_shape)
+        )
+        channels = [self._channels]
+        y = tf.raw_ops.FusedBatchNormV3(
+            x=x,
+            scale=scale,
+            offset=offset,
+            mean=tf.reshape(mean, channels),
+            variance=tf.reshape(variance, channels),
+            epsilon=self._eps,
+            exponential_avg_factor=1.0,
+            data_format=self._fused_format,
+            is_training=False,
+        )[0]
+        if self._fused_shape is not None:
+            y = tf.reshape(y, tf.shape(inputs))
+        return y
+
+    def _update_statistics(self, mean: tf.Tensor, variance: tf.Tensor) -> None:
+        self.moving_mean.update(mean)
+        self.moving_variance.update(variance)
+
+
+def _run(fn: Any) -> Any:
+    def branch() -> tf.Tensor:
+        fn()
+        return tf.constant(True)
+
+    return branch
+
+
+def _noop() -> tf.Tensor:
+    return tf.constant(False)
+
+
+class BatchNorm(BaseBatchNorm):
+    """Batch normalization with exponential moving averages of the statistics.
+
+    As `snt.BaseBatchNorm` with `moving_mean` and `moving_variance` being
+    `snt.ExponentialMovingAverage(decay_rate)` submodules named `moving_mean`
+    and `moving_variance` (checkpoint paths `moving_mean/...`,
+    `moving_variance/...`). Before any training step the moving statistics
+    are zero (mean 0, variance 0).
+
+    Args:
+      create_scale: Whether `scale` is trainable (see `snt.BaseBatchNorm`).
+      create_offset: Whether `offset` is trainable.
+      decay_rate: Decay of the moving averages, in [0, 1]. Default 0.999
+        (slow, smooth statistics for long training runs).
+      eps: Added to the variance for numerical stability. Default 1e-5.
+      scale_init: Initializer for `scale`; default `Ones()`.
+      offset_init: Initializer for `offset`; default `Zeros()`.
+      data_format: `"channels_last"` (default) or `"channels_first"` (or
+        a spatial format such as "NCHW").
+      name: Module name.
+
+    >>> bn = snt.BatchNorm(create_scale=True, create_offset=True)
+    >>> x = tf.random.normal([8, 4, 4, 3])
+    >>> bn(x, is_training=True).shape
+    TensorShape([8, 4, 4, 3])
+    >>> bn.moving_mean.value.shape
+    TensorShape([1, 1, 1, 3])
+    >>> [v.name for v in bn.variables][:3]
+    ['batch_norm/offset:0', 'batch_norm/scale:0', 'batch_norm/moving_mean/counter:0']
+    """
+
+    def __init__(
+        self,
+        create_scale: bool,
+        create_offset: bool,
+        decay_rate: float = 0.999,
+        eps: float = 1e-5,
+        scale_init: initializers.Initializer | None = None,
+        offset_init: initializers.Initializer | None = None,
+        data_format: str = "channels_last",
+        name: str | None = None,
+    ):
+        if name is not None:
+            base._check_name(name)
+        if tf.is_tensor(decay_rate) or isinstance(decay_rate, tf.Variable):
+            pass
+        elif isinstance(decay_rate, (bool, np.bool_)) or not isinstance(
+            decay_rate, numbers.Real
+        ):
+            raise utils.bad_type("decay_rate", "must be a float in [0, 1]", decay_rate)
+        elif not 0 <= decay_rate <= 1:
+            raise utils.bad_value("decay_rate", "must be in [0, 1]", decay_rate)
+        # The statistics are built in the caller's scope + `name`, like the
+        # original (in eager mode this is the module's own scope).
+        with tf.name_scope(name or "batch_norm"):
+            moving_mean = moving_averages.ExponentialMovingAverage(
+                decay_rate, name="moving_mean"
+            )
+            moving_variance = moving_averages.ExponentialMovingAverage(
+                decay_rate, name="moving_variance"
+            )
+        super().__init__(
+            create_scale=create_scale,
+            create_offset=create_offset,
+            moving_mean=moving_mean,
+            moving_variance=moving_variance,
+            eps=eps,
+            scale_init=scale_init,
+            offset_init=offset_init,
+            data_format=data_format,
+            name=name,
+        )
