@@ -1,0 +1,286 @@
+"""`snt.Bias`: adds a learned bias, `outputs = inputs + b`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, initializers, once, utils
+from sonnet._src import linear as linear_lib
+
+_BIAS_ADD = tf.raw_ops.BiasAdd
+_ADD = tf.raw_ops.AddV2
+_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
+
+
+def _check_int_sequence(argument: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise utils.bad_type(argument, "must be a sequence of integers", value)
+    for v in value:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise utils.bad_type(argument, "must be a sequence of integers", value)
+    return tuple(int(v) for v in value)
+
+
+def _check_output_size(output_size: Any) -> tuple[int, ...] | None:
+    if output_size is None:
+        return None
+    if isinstance(output_size, (int, np.integer)) and not isinstance(
+        output_size, (bool, np.bool_)
+    ):
+        output_size = (output_size,)
+    sizes = _check_int_sequence("output_size", output_size)
+    if any(s < 0 for s in sizes):
+        raise utils.bad_value(
+            "output_size", "must contain non-negative sizes", output_size
+        )
+    return sizes
+
+
+def _covered_axes(rank: int, bias_dims: tuple[int, ...] | None) -> list[int]:
+    """The (non-negative) input axes the bias varies along."""
+    if bias_dims is None:
+        return list(range(1, rank))
+    axes = []
+    for dim in bias_dims:
+        if not -rank <= dim < rank:
+            raise utils.bad_value(
+                "bias_dims",
+                f"must contain axes of the input, which has rank {rank}",
+                list(bias_dims),
+            )
+        dim %= rank
+        if dim == 0:
+            raise utils.bad_value(
+                "bias_dims",
+                "must not contain the batch axis 0 (a bias is shared by all "
+                "examples of a batch)",
+                list(bias_dims),
+            )
+        axes.append(dim)
+    return sorted(set(axes))
+
+
+def calculate_bias_shape(
+    input_shape: Sequence[int | None], bias_dims: Sequence[int] | None
+) -> tuple[int, ...]:
+    """The shape of a bias for inputs of `input_shape` along `bias_dims`.
+
+    With `bias_dims=None` the bias covers every non-batch axis; with an empty
+    sequence it is a scalar. Otherwise it has the input's size along each
+    axis in `bias_dims` and 1 elsewhere, without leading 1s, so that it
+    broadcasts against the inputs.
+
+    Args:
+      input_shape: The input shape, batch axis first (rank >= 2).
+      bias_dims: Axes the bias varies along (negative values count from the
+        end), or None.
+
+    Returns:
+      The bias shape as a tuple of ints.
+
+    >>> from sonnet._src.bias import calculate_bias_shape
+    >>> calculate_bias_shape([8, 4, 5, 3], [-1])
+    (3,)
+    >>> calculate_bias_shape([8, 4, 5, 3], [1])
+    (4, 1, 1)
+    """
+    rank = len(input_shape)
+    dims = None if bias_dims is None else _check_int_sequence("bias_dims", bias_dims)
+    if dims is not None and not dims:
+        return ()
+    axes = _covered_axes(rank, dims)
+    for axis in axes:
+        if input_shape[axis] is None:
+            raise utils.bad_value(
+                "inputs",
+                f"must have a known size along axis {axis} (a bias axis) on the "
+                "first call, which creates the bias",
+                list(input_shape),
+            )
+    if dims is None:
+        return tuple(int(d) for d in input_shape[1:])  # type: ignore[arg-type]
+    shape = [1] * rank
+    for axis in axes:
+        shape[axis] = int(input_shape[axis])  # type: ignore[arg-type]
+    start = next((i for i in range(1, rank) if shape[i] != 1), rank)
+    return tuple(shape[start:])
+
+
+class Bias(base.Module):
+    """Adds a bias to the inputs: `outputs = inputs + b`.
+
+    The bias is created on the first call. By default it covers every
+    non-batch axis (`b` has shape `inputs.shape[1:]`); `bias_dims` restricts
+    it to some axes and broadcasts it along the others.
+
+    Args:
+      output_size: Expected non-batch shape of the inputs (an int or a
+        sequence of ints), checked on the first call; default None checks
+        nothing. It is the same as the input shape: a bias does not change
+        shapes.
+      bias_dims: Axes the bias varies along, e.g. `[-1]` for one bias per
+        channel of `[N, H, W, C]` inputs (then `b` has shape `[C]`), or `[]`
+        for a single scalar bias. Default None means all non-batch axes.
+        Axis 0 (the batch) is not allowed.
+      b_init: Initializer for `b`, a callable `(shape, dtype) -> tensor`.
+        Default None means zeros.
+      name: Module name (default `bias`).
+
+    Shapes:
+      inputs `[N, ...]` (rank >= 2) -> outputs of the same shape and dtype.
+      Later inputs must keep the sizes of the bias axes (other axes may change).
+
+    >>> bias = snt.Bias(bias_dims=[-1])
+    >>> bias(tf.ones([2, 4, 4, 3])).shape
+    TensorShape([2, 4, 4, 3])
+    >>> bias.b.shape
+    TensorShape([3])
+    """
+
+    # The bias axes, as `(axis counted from the end, size)` pairs; None until
+    # the module is built.
+    _covered: tuple[tuple[int, int], ...] | None = None
+
+    def __init__(
+        self,
+        output_size: int | Sequence[int] | None = None,
+        bias_dims: Sequence[int] | None = None,
+        b_init: linear_lib.Initializer | None = None,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self.output_size = _check_output_size(output_size)
+        self.bias_dims = (
+            None if bias_dims is None else _check_int_sequence("bias_dims", bias_dims)
+        )
+        linear_lib.check_initializer("b_init", b_init)
+        self.b_init = initializers.Zeros() if b_init is None else b_init
+
+    @once.once
+    def _initialize(self, inputs: Any) -> None:
+        shape, dtype = linear_lib.shape_and_dtype(inputs)
+        if shape.rank is None or shape.rank < 2:
+            raise utils.bad_value("inputs", "must have rank >= 2", shape)
+        if self.output_size is not None and tuple(shape[1:].as_list()) != tuple(
+            self.output_size
+        ):
+            raise utils.bad_value(
+                "inputs",
+                f"must have shape {[None, *self.output_size]} (from `output_size`)",
+                shape,
+            )
+        dims = shape.as_list()
+        bias_shape = calculate_bias_shape(dims, self.bias_dims)
+        axes = [] if self.bias_dims == () else _covered_axes(shape.rank, self.bias_dims)
+        self.b = tf.Variable(self.b_init(bias_shape, dtype), name="b")
+        self.input_size = shape[1:]
+        rank = shape.rank
+        self._covered = tuple((axis - rank, dims[axis]) for axis in axes)
+        # `BiasAdd` requires the last input axis to match the bias exactly,
+        # so for one bias axis it is also the shape check.
+        self._last_axis_only = bool(bias_shape) and self._covered == (
+            (-1, bias_shape[0]),
+        )
+        linear_lib.eager_tensor_type()
+
+    @base.no_name_scope
+    def __call__(self, inputs: tf.Tensor, multiplier: Any = None) -> tf.Tensor:
+        """Adds the bias.
+
+        Args:
+          inputs: A tensor of rank >= 2.
+          multiplier: Optional scale for the bias: `inputs + b * multiplier`.
+
+        Returns:
+          `inputs + b` (or `inputs + b * multiplier`).
+
+        Raises:
+          ValueError: if `inputs` has a different size than the first input
+            along a bias axis, or too low a rank.
+          TypeError: if `inputs` has a different dtype than the first input.
+        """
+        if self._covered is None:
+            self._initialize(inputs)
+        if (
+            multiplier is None
+            and self._last_axis_only
+            and type(inputs) is linear_lib.EAGER_TENSOR
+        ):
+            try:
+                return _BIAS_ADD(value=inputs, bias=self.b)
+            except _OP_ERRORS as e:
+                self._check_inputs(inputs, e)
+                raise utils.bad_value(
+                    "inputs", f"could not be added to the bias ({e})", inputs
+                ) from e
+        return self._general_call(inputs, multiplier)
+
+    def _general_call(self, inputs: Any, multiplier: Any) -> tf.Tensor:
+        shape = self._check_inputs(inputs)
+        covered = self._covered or ()
+        if shape.rank is not None and any(shape[a] is None for a, _ in covered):
+            # Only while tracing: check the bias axes when the graph runs.
+            expected: list[int | None] = [None] * shape.rank
+            for axis, size in covered:
+                expected[axis] = size
+            inputs = tf.ensure_shape(inputs, expected)
+        b = self.b
+        if multiplier is not None:
+            try:
+                b = b * multiplier
+            except _OP_ERRORS as e:
+                raise utils.bad_value(
+                    "multiplier",
+                    f"must be a number or tensor that can scale `b` of shape "
+                    f"{b.shape} and dtype {b.dtype.name} ({e})",
+                    multiplier,
+                ) from e
+        try:
+            return tf.add(inputs, b)
+        except _OP_ERRORS as e:
+            raise utils.bad_value(
+                "inputs", f"could not be added to the bias ({e})", inputs
+            ) from e
+
+    @base.no_name_scope
+    def _check_inputs(
+        self, inputs: Any, error: Exception | None = None
+    ) -> tf.TensorShape:
+        """Raises our error unless `inputs` fits the bias (chained to `error`)."""
+        try:
+            shape, dtype = linear_lib.shape_and_dtype(inputs)
+        except (TypeError, ValueError) as e:
+            raise e from error
+        if dtype != self.b.dtype:
+            raise utils.bad_type(
+                "inputs",
+                f"must have dtype {self.b.dtype.name}, the dtype of the first input",
+                inputs,
+            ) from error
+        covered = self._covered or ()
+        if shape.rank is None:
+            if covered and not self._last_axis_only:
+                raise utils.bad_value(
+                    "inputs",
+                    "must have a known rank to be checked against the bias",
+                    shape,
+                ) from error
+            return shape
+        needed = max([2] + [1 - axis for axis, _ in covered])
+        if shape.rank < needed:
+            raise utils.bad_value(
+                "inputs", f"must have rank >= {needed} to match the bias", shape
+            ) from error
+        for axis, size in covered:
+            if shape[axis] is not None and shape[axis] != size:
+                raise utils.bad_value(
+                    "inputs",
+                    f"must have size {size} along axis {shape.rank + axis}, as on "
+                    "the first call (a bias axis)",
+                    shape,
+                ) from error
+        return shape

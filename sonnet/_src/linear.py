@@ -1,0 +1,253 @@
+"""`snt.Linear`: a fully connected layer, `outputs = inputs @ w + b`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, initializers, once, utils
+
+# An initializer: any callable `(shape, dtype) -> tensor`.
+Initializer = Callable[[Any, Any], Any]
+
+# Raw kernels: the same ops `tf.matmul` / `tf.nn.bias_add` run for rank-2
+# inputs, minus their Python dispatch layers, which cost more than the kernels
+# for small layers in eager mode.
+_MAT_MUL = tf.raw_ops.MatMul
+_BIAS_ADD = tf.raw_ops.BiasAdd
+
+# What TF raises when an op is given operands it cannot combine: eagerly
+# `InvalidArgumentError` (or `TypeError` when an input needs converting),
+# while tracing a `ValueError` from shape inference.
+_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
+
+# The type of eager tensors, looked up by `eager_tensor_type()` when a module is
+# first built (creating a tensor at import time would initialise TF's runtime
+# before users can configure devices). Hot paths compare `type(x) is` it.
+EAGER_TENSOR: type | None = None
+
+
+def eager_tensor_type() -> type:
+    """Returns (and caches in `EAGER_TENSOR`) the type of eager tensors."""
+    global EAGER_TENSOR
+    if EAGER_TENSOR is None:
+        with tf.init_scope():
+            EAGER_TENSOR = type(tf.constant(0))
+    return EAGER_TENSOR
+
+
+# Dtypes `tf.matmul` has kernels for.
+_MATMUL_DTYPES = frozenset(
+    [
+        tf.float16,
+        tf.bfloat16,
+        tf.float32,
+        tf.float64,
+        tf.int32,
+        tf.int64,
+        tf.complex64,
+        tf.complex128,
+    ]
+)
+
+
+def check_initializer(argument: str, value: Any) -> None:
+    """Raises a `TypeError` unless `value` is None or callable."""
+    if value is not None and not callable(value):
+        raise utils.bad_type(
+            argument, "must be a callable `(shape, dtype) -> tensor` or None", value
+        )
+
+
+def check_bool(argument: str, value: Any) -> bool:
+    """Returns `value` as a bool, raising a `TypeError` for non-booleans."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise utils.bad_type(argument, "must be a bool", value)
+    return bool(value)
+
+
+def shape_and_dtype(inputs: Any, argument: str = "inputs") -> tuple[Any, tf.DType]:
+    """The static `tf.TensorShape` and `tf.DType` of a tensor-like `inputs`."""
+    if not isinstance(inputs, (tf.Tensor, tf.Variable, np.ndarray)):
+        inputs = utils.to_tensor(argument, inputs)
+    try:
+        return tf.TensorShape(inputs.shape), tf.as_dtype(inputs.dtype)
+    except TypeError as e:
+        raise utils.bad_type(argument, "must have a TensorFlow dtype", inputs) from e
+
+
+class Linear(base.Module):
+    """A fully connected layer: `outputs = matmul(inputs, w) + b`.
+
+    The weights are created on the first call, from the size of the last
+    dimension of the input and with the input's dtype. Inputs of rank > 2 are
+    multiplied as batches of matrices (every leading dimension is a batch
+    dimension).
+
+    Args:
+      output_size: Size of the last dimension of the outputs (a positive int).
+      with_bias: Whether to add a bias `b` (default True).
+      w_init: Initializer for `w`, a callable `(shape, dtype) -> tensor`.
+        Default None means `snt.initializers.TruncatedNormal` with
+        `stddev = 1 / sqrt(input_size)`, which keeps the variance of the
+        outputs close to that of the inputs (LeCun et al., "Efficient
+        BackProp", 1998); it is stored in `self.w_init` on the first call.
+      b_init: Initializer for `b`. Default None means zeros. Must be None
+        when `with_bias=False`.
+      name: Module name (default `linear`).
+
+    Shapes:
+      inputs `[..., input_size]` (rank >= 2) -> outputs `[..., output_size]`,
+      with the dtype of the inputs.
+
+    Attributes:
+      input_size: Size of the last input dimension (after the first call).
+      w: `[input_size, output_size]` weights (after the first call).
+      b: `[output_size]` bias (after the first call, if `with_bias`).
+
+    >>> linear = snt.Linear(3)
+    >>> linear(tf.ones([8, 5])).shape
+    TensorShape([8, 3])
+    >>> linear.w.shape, linear.b.shape
+    (TensorShape([5, 3]), TensorShape([3]))
+    >>> linear
+    Linear(output_size=3)
+    """
+
+    # Whether the first input had rank 2; None until the module is built.
+    _matrix_inputs: bool | None = None
+
+    def __init__(
+        self,
+        output_size: int,
+        with_bias: bool = True,
+        w_init: Initializer | None = None,
+        b_init: Initializer | None = None,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self.output_size = utils.check_positive_int("output_size", output_size)
+        self.with_bias = check_bool("with_bias", with_bias)
+        check_initializer("w_init", w_init)
+        check_initializer("b_init", b_init)
+        if not self.with_bias and b_init is not None:
+            raise utils.bad_value(
+                "b_init",
+                "must be None when `with_bias=False` (there is no bias)",
+                b_init,
+            )
+        self.w_init = w_init
+        if self.with_bias:
+            self.b_init = initializers.Zeros() if b_init is None else b_init
+
+    @once.once
+    def _initialize(self, inputs: Any) -> None:
+        shape, dtype = shape_and_dtype(inputs)
+        if shape.rank is None or shape.rank < 2:
+            raise utils.bad_value("inputs", "must have rank >= 2", shape)
+        input_size = shape[-1]
+        if input_size is None:
+            raise utils.bad_value(
+                "inputs",
+                "must have a known last dimension (the input size) on the first "
+                "call, which creates the weights",
+                shape,
+            )
+        if dtype not in _MATMUL_DTYPES:
+            raise utils.bad_type(
+                "inputs", "must have a floating point or int32/int64 dtype", inputs
+            )
+        w_init = self.w_init
+        if w_init is None:
+            if not dtype.is_floating:
+                raise utils.bad_type(
+                    "inputs",
+                    "must have a floating point dtype when `w_init` is not given "
+                    "(the default is a truncated normal); pass an initializer that "
+                    "supports this dtype, e.g. `w_init=snt.initializers.Ones()`",
+                    inputs,
+                )
+            w_init = initializers.TruncatedNormal(
+                stddev=1 / math.sqrt(max(input_size, 1))
+            )
+        w = tf.Variable(w_init([input_size, self.output_size], dtype), name="w")
+        if self.with_bias:
+            self.b = tf.Variable(self.b_init([self.output_size], dtype), name="b")
+        self.w = w
+        self.w_init = w_init
+        self.input_size = input_size
+        self._matrix_inputs = shape.rank == 2
+        eager_tensor_type()
+
+    @base.no_name_scope
+    def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
+        """Applies the layer.
+
+        Args:
+          inputs: A tensor of shape `[..., input_size]` (rank >= 2).
+
+        Returns:
+          `matmul(inputs, w) + b`, of shape `[..., output_size]`.
+
+        Raises:
+          ValueError: if `inputs` has rank < 2 or a last dimension that differs
+            from the one the module was built with.
+          TypeError: if `inputs` has a different dtype than the first input.
+        """
+        if self._matrix_inputs is None:  # Cheaper than the `@once` guard itself.
+            self._initialize(inputs)
+        # Hot path: eager rank-2 inputs go straight to the kernels (no name
+        # scope either, which has no effect on eager ops). Bad inputs make the
+        # kernel raise; only then do we work out what was wrong.
+        if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
+            try:
+                outputs = _MAT_MUL(a=inputs, b=self.w)
+            except _OP_ERRORS as e:
+                return self._general_call(inputs, e)
+            if self.with_bias:
+                outputs = _BIAS_ADD(value=outputs, bias=self.b)
+            return outputs
+        return self._general_call(inputs)
+
+    def _general_call(self, inputs: Any, error: Exception | None = None) -> tf.Tensor:
+        # Any rank >= 2, symbolic tensors and tensor-likes; runs in the
+        # module's name scope so traced ops are named `linear/...`.
+        if error is not None:
+            self._check_inputs(inputs, error)
+        try:
+            outputs = tf.matmul(inputs, self.w)
+            if self.with_bias:
+                outputs = tf.nn.bias_add(outputs, self.b)
+        except _OP_ERRORS as e:
+            self._check_inputs(inputs, e)
+            raise utils.bad_value(
+                "inputs", f"could not be multiplied by `w` ({e})", inputs
+            ) from e
+        return outputs
+
+    @base.no_name_scope
+    def _check_inputs(self, inputs: Any, error: Exception) -> None:
+        """Raises our error for bad `inputs` (chained to TF's `error`)."""
+        try:
+            shape, dtype = shape_and_dtype(inputs)
+        except (TypeError, ValueError) as e:
+            raise e from error
+        if shape.rank is not None and shape.rank < 2:
+            raise utils.bad_value("inputs", "must have rank >= 2", shape) from error
+        if dtype != self.w.dtype and not isinstance(inputs, (list, tuple)):
+            raise utils.bad_type(
+                "inputs",
+                f"must have dtype {self.w.dtype.name}, the dtype of the first input",
+                inputs,
+            ) from error
+        if shape.rank is not None and shape[-1] not in (None, self.input_size):
+            raise utils.bad_value(
+                "inputs",
+                f"must have last dimension {self.input_size}, the input size the "
+                "weights were created for",
+                shape,
+            ) from error

@@ -1,0 +1,224 @@
+"""`snt.nets.MLP`: a multi-layer perceptron (a stack of `snt.Linear`s)."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import base, utils
+from sonnet._src import dropout as dropout_lib
+from sonnet._src import linear as linear_lib
+
+
+def _check_output_sizes(output_sizes: Any) -> tuple[int, ...]:
+    if isinstance(output_sizes, (str, bytes)) or not isinstance(output_sizes, Iterable):
+        raise utils.bad_type(
+            "output_sizes", "must be a sequence of positive integers", output_sizes
+        )
+    sizes = tuple(output_sizes)
+    if not sizes:
+        raise utils.bad_value(
+            "output_sizes", "must contain at least one layer size", output_sizes
+        )
+    for size in sizes:
+        try:
+            utils.check_positive_int("output_sizes", size)
+        except TypeError as e:
+            raise utils.bad_type(
+                "output_sizes", "must contain only positive integers", output_sizes
+            ) from e
+        except ValueError as e:
+            raise utils.bad_value(
+                "output_sizes", "must contain only positive integers", output_sizes
+            ) from e
+    return tuple(int(s) for s in sizes)
+
+
+class MLP(base.Module):
+    """A multi-layer perceptron: `snt.Linear` layers with activations between.
+
+    Layer `i` is `snt.Linear(output_sizes[i], name=f"linear_{i}")`. The
+    activation follows every layer but the last (and the last too with
+    `activate_final=True`). With `dropout_rate`, dropout is applied in
+    training just before each activation.
+
+    Args:
+      output_sizes: Output size of each layer, a non-empty sequence of
+        positive ints.
+      w_init: Weight initializer shared by all layers; default None means
+        each layer's `snt.Linear` default (truncated normal with stddev
+        `1 / sqrt(fan_in)`).
+      b_init: Bias initializer shared by all layers; default None means zeros.
+        Must be None when `with_bias=False`.
+      with_bias: Whether the layers have biases (default True).
+      activation: Activation function (default `tf.nn.relu`).
+      dropout_rate: Probability of dropping activations in training, in
+        `[0, 1)`; default None means no dropout. When set, calls need
+        `is_training`.
+      activate_final: Whether to apply the activation (and dropout) after the
+        last layer too (default False, so the outputs are unbounded logits).
+      name: Module name (default `mlp`).
+
+    Shapes:
+      inputs `[..., input_size]` (rank >= 2) -> outputs `[..., output_sizes[-1]]`.
+
+    >>> mlp = snt.nets.MLP([16, 16, 4])
+    >>> mlp(tf.ones([8, 3])).shape
+    TensorShape([8, 4])
+    >>> [v.name for v in mlp.variables][:2]
+    ['mlp/linear_0/b:0', 'mlp/linear_0/w:0']
+    >>> mlp.reverse()(tf.ones([8, 4])).shape
+    TensorShape([8, 3])
+    """
+
+    def __init__(
+        self,
+        output_sizes: Iterable[int],
+        w_init: linear_lib.Initializer | None = None,
+        b_init: linear_lib.Initializer | None = None,
+        with_bias: bool = True,
+        activation: Callable[[tf.Tensor], tf.Tensor] = tf.nn.relu,
+        dropout_rate: Any = None,
+        activate_final: bool = False,
+        name: str | None = None,
+    ):
+        sizes = _check_output_sizes(output_sizes)
+        linear_lib.check_initializer("w_init", w_init)
+        linear_lib.check_initializer("b_init", b_init)
+        with_bias = linear_lib.check_bool("with_bias", with_bias)
+        if not with_bias and b_init is not None:
+            raise utils.bad_value(
+                "b_init",
+                "must be None when `with_bias=False` (there is no bias)",
+                b_init,
+            )
+        if not callable(activation):
+            raise utils.bad_type("activation", "must be callable", activation)
+        if dropout_rate is not None:
+            dropout_lib.check_rate("dropout_rate", dropout_rate)
+        activate_final = linear_lib.check_bool("activate_final", activate_final)
+        super().__init__(name=name)
+        self._with_bias = with_bias
+        self._w_init = w_init
+        self._b_init = b_init
+        self._activation = activation
+        self._activate_final = activate_final
+        self._dropout_rate = dropout_rate
+        self._use_dropout = dropout_rate is not None and not (
+            isinstance(dropout_rate, numbers.Real) and dropout_rate == 0
+        )
+        self._layers = [
+            linear_lib.Linear(
+                output_size=size,
+                w_init=w_init,
+                b_init=b_init,
+                with_bias=with_bias,
+                name=f"linear_{i}",
+            )
+            for i, size in enumerate(sizes)
+        ]
+
+    @base.no_name_scope
+    def __call__(self, inputs: tf.Tensor, is_training: Any = None) -> tf.Tensor:
+        """Applies the layers, activations and (in training) dropout.
+
+        Args:
+          inputs: A tensor of shape `[..., input_size]` (rank >= 2).
+          is_training: Required when `dropout_rate` is set (a Python bool or a
+            scalar boolean tensor), otherwise must be None.
+
+        Returns:
+          A tensor of shape `[..., output_sizes[-1]]`.
+
+        Raises:
+          ValueError: if `is_training` is missing although dropout is used, or
+            given although it is not.
+        """
+        if self._use_dropout:
+            if is_training is None:
+                raise utils.bad_value(
+                    "is_training",
+                    "must be given (True or False) when the MLP uses dropout",
+                    is_training,
+                )
+            training = utils.mode_flag("is_training", is_training)
+        elif is_training is not None:
+            raise utils.bad_value(
+                "is_training",
+                "must be None unless the MLP uses dropout (set `dropout_rate`)",
+                is_training,
+            )
+        else:
+            training = False
+        # Name scopes have no effect on eager ops and cost as much as a small
+        # kernel, so they are only entered while tracing.
+        if tf.executing_eagerly():
+            return self._forward(inputs, training)
+        with self.name_scope:
+            return self._forward(inputs, training)
+
+    @base.no_name_scope
+    def _forward(self, inputs: tf.Tensor, training: Any) -> tf.Tensor:
+        layers = self._layers
+        activation = self._activation
+        last = len(layers) - 1
+        activate_final = self._activate_final
+        outputs = inputs
+        for i, layer in enumerate(layers):
+            outputs = layer(outputs)
+            if i < last or activate_final:
+                if training is not False:
+                    outputs = self._dropout(outputs, training)
+                outputs = activation(outputs)
+        return outputs
+
+    @base.no_name_scope
+    def _dropout(self, x: tf.Tensor, training: Any) -> tf.Tensor:
+        rate = self._dropout_rate
+        if training is True:
+            return tf.nn.dropout(x, rate=rate)
+        return tf.cond(
+            training, lambda: tf.nn.dropout(x, rate=rate), lambda: tf.identity(x)
+        )
+
+    def reverse(
+        self, activate_final: bool | None = None, name: str | None = None
+    ) -> MLP:
+        """An MLP mapping this one's outputs back to its input size (no weight sharing).
+
+        Needs a prior call (the input sizes come from the built layers). The
+        new MLP is created inside this one's name scope.
+
+        Args:
+          activate_final: For the new MLP; default None means this one's.
+          name: Name of the new MLP; default `<this name>_reversed`.
+
+        Returns:
+          An MLP with `output_sizes` equal to this one's layer input sizes in
+          reverse order, and the same initializers, bias setting, activation
+          and dropout rate.
+        """
+        sizes = [getattr(layer, "input_size", None) for layer in self._layers]
+        if any(size is None for size in sizes):
+            raise ValueError(
+                "`reverse()` needs the input size of every layer, which is known "
+                f"only after the MLP has been called. Received: {self!r}, not "
+                "called yet."
+            )
+        if activate_final is None:
+            activate_final = self._activate_final
+        if name is None:
+            name = f"{self.name}_reversed"
+        return MLP(
+            output_sizes=list(reversed(sizes)),
+            w_init=self._w_init,
+            b_init=self._b_init,
+            with_bias=self._with_bias,
+            activation=self._activation,
+            dropout_rate=self._dropout_rate,
+            activate_final=activate_final,
+            name=name,
+        )
