@@ -5,46 +5,67 @@ private implementation package `sonnet._src`.
 """
 
 from sonnet import initializers as initializers
+from sonnet import nets as nets
 from sonnet import pad as pad
 from sonnet import regularizers as regularizers
 from sonnet._src.axis_norm import InstanceNorm, LayerNorm
 from sonnet._src.base import Module, Optimizer, allow_empty_variables, no_name_scope
+from sonnet._src.batch_apply import BatchApply, merge_leading_dims, split_leading_dim
 from sonnet._src.batch_norm import BaseBatchNorm, BatchNorm
+from sonnet._src.bias import Bias
 from sonnet._src.build import build
 from sonnet._src.deferred import Deferred
+from sonnet._src.dropout import Dropout
+from sonnet._src.embed import Embed
 from sonnet._src.group_norm import GroupNorm
 from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
+from sonnet._src.linear import Linear
 from sonnet._src.metrics import Mean, Metric, Sum
 from sonnet._src.moving_averages import ExponentialMovingAverage
 from sonnet._src.once import once
+from sonnet._src.reshape import Flatten, Reshape, flatten, reshape
+from sonnet._src.sequential import Sequential
 from sonnet._src.variable_table import format_variables, log_variables
 
 __version__ = "2.1.0.dev0"
 
 __all__ = [
     "BaseBatchNorm",
+    "BatchApply",
     "BatchNorm",
+    "Bias",
     "Deferred",
+    "Dropout",
+    "Embed",
     "ExponentialMovingAverage",
+    "Flatten",
     "GroupNorm",
     "InstanceNorm",
     "LayerNorm",
+    "Linear",
     "Mean",
     "Metric",
     "Module",
     "Optimizer",
+    "Reshape",
+    "Sequential",
     "Sum",
     "allow_empty_variables",
     "build",
+    "flatten",
     "format_variables",
     "initializers",
     "leaky_clip_by_value",
     "log_variables",
+    "merge_leading_dims",
+    "nets",
     "no_name_scope",
     "once",
     "pad",
     "regularizers",
+    "reshape",
     "scale_gradient",
+    "split_leading_dim",
 ]
 
 # Keep the implementation package out of `snt`'s attributes (importing a
