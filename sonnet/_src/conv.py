@@ -1,0 +1,563 @@
+"""Convolutions over 1, 2 or 3 spatial dimensions (`snt.Conv1D/2D/3D`).
+
+All the logic lives in the rank-generic `ConvND`; the public classes only fix
+`num_spatial_dims` and the default `data_format`. The helpers at the top are
+shared with `conv_transpose.py` and `depthwise_conv.py`.
+
+Kernels: the module calls the raw TensorFlow ops (`Conv2D`, `Conv3D`,
+`BiasAdd`, ...) with argument lists computed once on the first call, which is
+what `tf.nn.convolution` ends up running but without its per-call Python. A
+1-D convolution runs as a 2-D one over a unit-height image (as
+`tf.nn.conv1d` does); a dilated convolution goes through
+`tf.nn.convolution`, whose space-to-batch implementation works on every
+device. TensorFlow's CPU kernels only implement channels-last layouts, so
+channels-first modules placed on a CPU transpose to channels-last around the
+op (decided once, when the variables are created); on GPU/TPU they run
+natively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, initializers, once, pad, utils
+
+# Channels-last and channels-first layouts for each number of spatial dims.
+FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
+
+# Errors a TF op raises on inputs it cannot handle: eagerly at run time
+# (`InvalidArgumentError`) or while tracing, from shape/dtype inference.
+OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
+
+Padding = Callable[[int], Sequence[int]]
+
+
+def check_num_spatial_dims(num_spatial_dims: Any, kind: str) -> int:
+    """Validates `num_spatial_dims` (1, 2 or 3) for a `kind` of convolution."""
+    n = utils.check_positive_int("num_spatial_dims", num_spatial_dims)
+    if n not in FORMATS:
+        raise utils.bad_value(
+            "num_spatial_dims",
+            f"must be 1, 2 or 3 ({kind} exist for 1-D, 2-D and 3-D inputs)",
+            num_spatial_dims,
+        )
+    return n
+
+
+def check_data_format(data_format: Any, num_spatial_dims: int) -> bool:
+    """Validates `data_format` for `num_spatial_dims`; True if channels-first.
+
+    Accepts the TensorFlow layout names for that rank (e.g. "NHWC"/"NCHW"),
+    "channels_last"/"channels_first", and None (channels-last).
+    """
+    last, first = FORMATS[num_spatial_dims]
+    if data_format is None or data_format in (last, "channels_last"):
+        return False
+    if data_format in (first, "channels_first"):
+        return True
+    expected = f"must be {last!r} (channels last) or {first!r} (channels first)"
+    if not isinstance(data_format, str):
+        raise utils.bad_type("data_format", expected, data_format)
+    raise utils.bad_value(
+        "data_format",
+        f"{expected} for {num_spatial_dims} spatial dimension(s)",
+        data_format,
+    )
+
+
+def check_sizes(argument: str, value: Any, num_spatial_dims: int) -> tuple[int, ...]:
+    """An int or a sequence of 1 or `num_spatial_dims` positive ints, as a tuple."""
+    if isinstance(value, (str, bytes)):
+        raise utils.bad_type(
+            argument, "must be a positive integer or a sequence of them", value
+        )
+    values = utils.replicate(value, num_spatial_dims, argument)
+    return tuple(utils.check_positive_int(argument, v) for v in values)
+
+
+def check_bool(argument: str, value: Any) -> bool:
+    """Returns `value` as a bool, raising unless it is a Python/NumPy bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise utils.bad_type(argument, "must be a bool", value)
+    return bool(value)
+
+
+def check_initializer(argument: str, value: Any) -> None:
+    """Raises unless `value` is None or callable as `init(shape, dtype)`."""
+    if value is not None and not callable(value):
+        raise utils.bad_type(
+            argument,
+            "must be an initializer (a callable (shape, dtype)) or None",
+            value,
+        )
+
+
+def check_no_stride_with_rate(stride: Sequence[int], rate: Sequence[int]) -> None:
+    """TensorFlow's dilated convolutions need stride 1: reject both > 1."""
+    if any(s > 1 for s in stride) and any(r > 1 for r in rate):
+        raise utils.bad_value(
+            "rate",
+            f"must be 1 when `stride` is larger than 1 (stride={tuple(stride)}); "
+            "strided dilated convolutions are not supported",
+            rate,
+        )
+
+
+def bias_initializer(with_bias: bool, b_init: Any) -> Any:
+    """The bias initializer to store: `b_init`, `Zeros()` or None without bias."""
+    check_initializer("b_init", b_init)
+    if with_bias:
+        return initializers.Zeros() if b_init is None else b_init
+    if b_init is not None:
+        raise utils.bad_value("b_init", "must be None when `with_bias=False`", b_init)
+    return None
+
+
+def on_accelerator(variable: tf.Variable) -> bool:
+    """Whether `variable` (and so the module's ops) lives on a GPU or TPU.
+
+    TensorFlow's CPU kernels implement convolutions only for channels-last
+    layouts (and transposed ones without dilation), so on CPU the modules
+    transpose (or dilate the kernel) around the op instead.
+    """
+    accelerators = tf.config.list_logical_devices(
+        "GPU"
+    ) or tf.config.list_logical_devices("TPU")
+    if not accelerators:
+        return False
+    return "CPU" not in (getattr(variable, "device", "") or "").upper()
+
+
+def to_channels_last(n: int) -> tuple[int, ...]:
+    """Permutation taking `[N, C, *spatial]` to `[N, *spatial, C]`."""
+    return (0, *range(2, n + 2), 1)
+
+
+def to_channels_first(n: int) -> tuple[int, ...]:
+    """Permutation taking `[N, *spatial, C]` to `[N, C, *spatial]`."""
+    return (0, n + 1, *range(1, n + 1))
+
+
+def check_build_inputs(inputs: tf.Tensor, rank: int, channel_index: int) -> int:
+    """First-call checks shared by the convolutions; returns the channel count."""
+    shape = inputs.shape
+    if shape.rank != rank:
+        raise utils.bad_value(
+            "inputs",
+            f"must have rank {rank} (batch, spatial dims, channels)",
+            _shape_text(shape),
+        )
+    utils.check_floating("inputs", inputs)
+    channels = shape[channel_index]
+    if channels is None:
+        raise utils.bad_value(
+            "inputs",
+            f"must have a known number of channels (axis {channel_index % rank})",
+            _shape_text(shape),
+        )
+    return channels
+
+
+def _shape_text(shape: tf.TensorShape) -> Any:
+    return "<unknown rank>" if shape.rank is None else tuple(shape.as_list())
+
+
+def call_error(
+    inputs: tf.Tensor,
+    error: Exception | None,
+    *,
+    rank: int,
+    channel_index: int,
+    input_channels: int,
+    dtype: tf.DType,
+) -> Exception:
+    """Explains why a convolution op rejected `inputs` (slow path only)."""
+    shape = inputs.shape
+    if shape.rank is not None and shape.rank != rank:
+        return utils.bad_value(
+            "inputs",
+            f"must have rank {rank} (batch, spatial dims, channels)",
+            _shape_text(shape),
+        )
+    if inputs.dtype != dtype:
+        return utils.bad_type(
+            "inputs",
+            f"must have dtype {dtype.name}, the dtype of the first input",
+            inputs,
+        )
+    if shape.rank is not None and shape[channel_index] not in (None, input_channels):
+        return utils.bad_value(
+            "inputs",
+            f"must have {input_channels} channels (axis {channel_index % rank}) "
+            "as on the first call",
+            _shape_text(shape),
+        )
+    text = str(error or "").strip()
+    reason = f" ({text.splitlines()[0]})" if text else ""
+    return utils.bad_value(
+        "inputs", f"cannot be convolved by this module{reason}", inputs
+    )
+
+
+class ConvND(base.Module):
+    """A convolution over `num_spatial_dims` (1, 2 or 3) spatial dimensions.
+
+    Maps inputs `[batch, *spatial, input_channels]` (channels-last) or
+    `[batch, input_channels, *spatial]` (channels-first) to outputs with
+    `output_channels` channels. With `padding="SAME"` each output spatial size
+    is `ceil(input_size / stride)`, with "VALID" it is
+    `ceil((input_size - (kernel - 1) * rate) / stride)`; batch and spatial
+    sizes may be unknown and may change between calls, the channel count is
+    fixed by the first call.
+
+    Variables (created on the first call, with the input's dtype):
+    `w` of shape `kernel_shape + [input_channels, output_channels]` and, if
+    `with_bias`, `b` of shape `[output_channels]`.
+
+    Args:
+      num_spatial_dims: 1, 2 or 3.
+      output_channels: Number of output channels (positive int).
+      kernel_shape: Kernel size, an int or one per spatial dimension.
+      stride: Stride, an int or one per spatial dimension. Default 1.
+      rate: Dilation rate, an int or one per spatial dimension. Default 1 (an
+        ordinary convolution). Cannot be combined with a stride > 1.
+      padding: "SAME" or "VALID" (any case), or a padding function from
+        `snt.pad` (e.g. `snt.pad.causal`) or a sequence of one per spatial
+        dimension: the input is then padded explicitly and convolved with
+        "VALID". Default "SAME" (output size = input size at stride 1).
+      with_bias: Whether to add a bias. Default True.
+      w_init: Weight initializer. Default `TruncatedNormal` with stddev
+        `1 / sqrt(fan_in)`, `fan_in = prod(kernel_shape) * input_channels`,
+        which keeps the output variance close to the input's.
+      b_init: Bias initializer. Default `Zeros()`; must be None without bias.
+      data_format: The layout, e.g. "NHWC" (channels last) or "NCHW"
+        (channels first) for 2-D; "channels_last"/"channels_first" also work.
+        None means channels last.
+      name: Module name.
+
+    >>> conv = ConvND(2, output_channels=4, kernel_shape=3)
+    >>> conv(tf.ones([1, 8, 8, 3])).shape
+    TensorShape([1, 8, 8, 4])
+    """
+
+    def __init__(
+        self,
+        num_spatial_dims: int,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str | Padding | Sequence[Padding] = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str | None = None,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        n = check_num_spatial_dims(num_spatial_dims, "convolutions")
+        self._num_spatial_dims = n
+        self.output_channels = utils.check_positive_int(
+            "output_channels", output_channels
+        )
+        self.kernel_shape = kernel_shape
+        self.stride = stride
+        self.rate = rate
+        self._kernel = check_sizes("kernel_shape", kernel_shape, n)
+        self._strides = check_sizes("stride", stride, n)
+        self._rates = check_sizes("rate", rate, n)
+        check_no_stride_with_rate(self._strides, self._rates)
+        self._channels_first = check_data_format(data_format, n)
+        self._channel_index = 1 if self._channels_first else -1
+        self.data_format = data_format
+        self.with_bias = check_bool("with_bias", with_bias)
+        check_initializer("w_init", w_init)
+        self.w_init = w_init
+        self.b_init = bias_initializer(self.with_bias, b_init)
+
+        if isinstance(padding, str):
+            self.conv_padding = padding.upper()
+            if self.conv_padding not in ("SAME", "VALID"):
+                raise utils.bad_value(
+                    "padding",
+                    "must be 'SAME' or 'VALID' (any case), a padding function "
+                    "such as snt.pad.causal, or a sequence of them",
+                    padding,
+                )
+            self.padding_func = None
+            self._padding = None
+        else:
+            self.conv_padding = "VALID"
+            self.padding_func = padding
+            self._padding = self._explicit_padding(padding)
+
+    def _explicit_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
+        """`tf.pad` paddings for padding function(s), in the input's layout."""
+        if not (callable(padding) or isinstance(padding, (list, tuple))):
+            raise utils.bad_type(
+                "padding",
+                "must be 'SAME', 'VALID', a padding function such as "
+                "snt.pad.causal, or a sequence of them",
+                padding,
+            )
+        pairs = pad.create(
+            cast(Any, padding),
+            self._kernel,
+            self._rates,
+            self._num_spatial_dims,
+            self._channel_index,
+        )
+        for pair in pairs:
+            if (
+                len(pair) != 2
+                or any(
+                    isinstance(p, bool) or not isinstance(p, (int, np.integer))
+                    for p in pair
+                )
+                or min(pair) < 0
+            ):
+                raise utils.bad_value(
+                    "padding",
+                    "functions must return [before, after]: two non-negative "
+                    f"integers (got {pair!r})",
+                    padding,
+                )
+        return tuple((int(a), int(b)) for a, b in pairs)
+
+    @once.once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        """Creates `w` (and `b`) and fixes the op arguments from the first input."""
+        n = self._num_spatial_dims
+        self.input_channels = check_build_inputs(inputs, n + 2, self._channel_index)
+        dtype = inputs.dtype
+        weight_shape = (*self._kernel, self.input_channels, self.output_channels)
+        if self.w_init is None:
+            fan_in = int(np.prod(weight_shape[:-1]))
+            self.w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
+        self.w = tf.Variable(self.w_init(weight_shape, dtype), name="w")
+        if self.with_bias:
+            b_init = self.b_init
+            self.b = tf.Variable(b_init((self.output_channels,), dtype), name="b")
+
+        self._transpose = self._channels_first and not on_accelerator(self.w)
+        op_first = self._channels_first and not self._transpose
+        self._to_last = to_channels_last(n)
+        self._to_first = to_channels_first(n)
+        self._bias_format = "NCHW" if op_first else "NHWC"
+        if any(r > 1 for r in self._rates):
+            self._kind = 0  # Dilated: tf.nn.convolution (space-to-batch).
+            self._op_format = FORMATS[n][1 if op_first else 0]
+            return
+        self._kind = n
+        # Tuples, not lists: a list attribute of a module is wrapped for
+        # checkpoint tracking, which makes every op call convert it slowly.
+        self._dilations = (1,) * (max(n, 2) + 2)
+        if n == 1:
+            # [N, W, C] -> [N, 1, W, C] (or [N, C, W] -> [N, C, 1, W]).
+            self._expand_axis = 2 if op_first else 1
+            strides = (1, *self._strides)
+        else:
+            strides = self._strides
+        fmt = FORMATS[max(n, 2)][1 if op_first else 0]
+        self._op_format = fmt
+        self._op_strides = (1, 1, *strides) if op_first else (1, *strides, 1)
+
+    def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
+        """Applies the convolution.
+
+        Args:
+          inputs: A tensor of rank `num_spatial_dims + 2` in `data_format`,
+            with a floating point dtype.
+
+        Returns:
+          The outputs, same rank, layout and dtype, `output_channels` channels.
+        """
+        if not isinstance(inputs, tf.Tensor):
+            inputs = utils.to_tensor("inputs", inputs)
+        self._initialize(inputs)
+        try:
+            x = inputs
+            if self._padding is not None:
+                x = tf.raw_ops.Pad(input=x, paddings=self._padding)
+            if self._transpose:
+                x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
+            kind = self._kind
+            if kind == 2:
+                y = tf.raw_ops.Conv2D(
+                    input=x,
+                    filter=self.w,
+                    strides=self._op_strides,
+                    padding=self.conv_padding,
+                    data_format=self._op_format,
+                    dilations=self._dilations,
+                )
+            elif kind == 1:
+                axis = self._expand_axis
+                y = tf.raw_ops.Conv2D(
+                    input=tf.raw_ops.ExpandDims(input=x, axis=axis),
+                    filter=tf.raw_ops.ExpandDims(input=self.w, axis=0),
+                    strides=self._op_strides,
+                    padding=self.conv_padding,
+                    data_format=self._op_format,
+                    dilations=self._dilations,
+                )
+                y = tf.raw_ops.Squeeze(input=y, axis=(axis,))
+            elif kind == 3:
+                y = tf.raw_ops.Conv3D(
+                    input=x,
+                    filter=self.w,
+                    strides=self._op_strides,
+                    padding=self.conv_padding,
+                    data_format=self._op_format,
+                    dilations=self._dilations,
+                )
+            else:
+                y = tf.nn.convolution(
+                    x,
+                    self.w,
+                    strides=self._strides,
+                    padding=cast(Any, self.conv_padding),
+                    dilations=self._rates,
+                    data_format=cast(Any, self._op_format),
+                )
+            if self.with_bias:
+                y = tf.raw_ops.BiasAdd(
+                    value=y, bias=self.b, data_format=self._bias_format
+                )
+            if self._transpose:
+                y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
+        except OP_ERRORS as e:
+            raise call_error(
+                inputs,
+                e,
+                rank=self._num_spatial_dims + 2,
+                channel_index=self._channel_index,
+                input_channels=self.input_channels,
+                dtype=self.w.dtype,
+            ) from e
+        return y
+
+
+class Conv1D(ConvND):
+    """A 1-D convolution: `ConvND` with `num_spatial_dims=1`.
+
+    Inputs are `[batch, width, channels]` ("NWC", default) or
+    `[batch, channels, width]` ("NCW"). See `ConvND` for the arguments.
+
+    >>> conv = snt.Conv1D(output_channels=4, kernel_shape=3, padding=snt.pad.causal)
+    >>> conv(tf.ones([2, 10, 3])).shape
+    TensorShape([2, 10, 4])
+    """
+
+    def __init__(
+        self,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str | Padding | Sequence[Padding] = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str = "NWC",
+        name: str | None = None,
+    ):
+        super().__init__(
+            1,
+            output_channels,
+            kernel_shape,
+            stride=stride,
+            rate=rate,
+            padding=padding,
+            with_bias=with_bias,
+            w_init=w_init,
+            b_init=b_init,
+            data_format=data_format,
+            name=name,
+        )
+
+
+class Conv2D(ConvND):
+    """A 2-D convolution: `ConvND` with `num_spatial_dims=2`.
+
+    Inputs are `[batch, height, width, channels]` ("NHWC", default) or
+    `[batch, channels, height, width]` ("NCHW"). See `ConvND` for the
+    arguments.
+
+    >>> conv = snt.Conv2D(output_channels=16, kernel_shape=3, stride=2)
+    >>> conv(tf.ones([1, 28, 28, 1])).shape
+    TensorShape([1, 14, 14, 16])
+    >>> conv.w.shape
+    TensorShape([3, 3, 1, 16])
+    """
+
+    def __init__(
+        self,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str | Padding | Sequence[Padding] = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str = "NHWC",
+        name: str | None = None,
+    ):
+        super().__init__(
+            2,
+            output_channels,
+            kernel_shape,
+            stride=stride,
+            rate=rate,
+            padding=padding,
+            with_bias=with_bias,
+            w_init=w_init,
+            b_init=b_init,
+            data_format=data_format,
+            name=name,
+        )
+
+
+class Conv3D(ConvND):
+    """A 3-D convolution: `ConvND` with `num_spatial_dims=3`.
+
+    Inputs are `[batch, depth, height, width, channels]` ("NDHWC", default)
+    or `[batch, channels, depth, height, width]` ("NCDHW"). See `ConvND` for
+    the arguments.
+
+    >>> conv = snt.Conv3D(output_channels=2, kernel_shape=3, padding="VALID")
+    >>> conv(tf.ones([1, 5, 5, 5, 1])).shape
+    TensorShape([1, 3, 3, 3, 2])
+    """
+
+    def __init__(
+        self,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str | Padding | Sequence[Padding] = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str = "NDHWC",
+        name: str | None = None,
+    ):
+        super().__init__(
+            3,
+            output_channels,
+            kernel_shape,
+            stride=stride,
+            rate=rate,
+            padding=padding,
+            with_bias=with_bias,
+            w_init=w_init,
+            b_init=b_init,
+            data_format=data_format,
+            name=name,
+        )

@@ -1,0 +1,472 @@
+"""Transposed convolutions (`snt.Conv1DTranspose/2DTranspose/3DTranspose`).
+
+All the logic lives in the rank-generic `ConvNDTranspose`; the public classes
+only fix `num_spatial_dims` and the default `data_format`. The op is the
+gradient of a convolution with respect to its input (`Conv2DBackpropInput`,
+`Conv3DBackpropInputV2`), as in `tf.nn.conv_transpose`, called with argument
+lists computed on the first call. On CPU, where TensorFlow implements neither
+channels-first layouts nor dilation for these ops, channels-first inputs are
+transposed to channels-last around the op and a dilated kernel is expanded
+explicitly (zeros between the taps), which gives the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, conv, initializers, once, utils
+
+
+def dilate_kernel(w: tf.Tensor, rates: Sequence[int]) -> tf.Tensor:
+    """Inserts `rate - 1` zeros between the taps of each spatial kernel axis.
+
+    A kernel of size `k` becomes one of size `(k - 1) * rate + 1`; convolving
+    with it equals convolving with `w` at dilation `rate`.
+    """
+    for axis, rate in enumerate(rates):
+        if rate == 1:
+            continue
+        shape: list[Any] = w.shape.as_list()  # Fully defined (a variable).
+        k = shape[axis]
+        # [..., k, ...] -> [..., k, rate, ...] (taps followed by zeros), then
+        # merge the two axes and drop the zeros after the last tap.
+        paddings = [[0, 0]] * (len(shape) + 1)
+        paddings[axis + 1] = [0, rate - 1]
+        w = tf.pad(tf.expand_dims(w, axis + 1), paddings)
+        w = tf.reshape(w, [*shape[:axis], k * rate, *shape[axis + 1 :]])
+        w = w[(slice(None),) * axis + (slice(0, (k - 1) * rate + 1),)]
+    return w
+
+
+def _check_output_shape(output_shape: Any, n: int) -> tuple[int, ...] | None:
+    if output_shape is None:
+        return None
+    if isinstance(output_shape, tf.TensorShape):
+        if not output_shape.is_fully_defined():
+            raise utils.bad_value("output_shape", "must be fully defined", output_shape)
+        output_shape = output_shape.as_list()
+    if not isinstance(output_shape, (list, tuple)):
+        raise utils.bad_type(
+            "output_shape",
+            f"must be None or a sequence of {n} positive integers (the output's "
+            "spatial shape)",
+            output_shape,
+        )
+    if len(output_shape) != n:
+        raise utils.bad_value(
+            "output_shape",
+            f"must have length {n} (one size per spatial dimension)",
+            output_shape,
+        )
+    return tuple(utils.check_positive_int("output_shape", d) for d in output_shape)
+
+
+class ConvNDTranspose(base.Module):
+    """A transposed convolution over 1, 2 or 3 spatial dimensions.
+
+    The transpose (gradient with respect to the input) of a `ConvND` with the
+    same kernel, stride, rate and padding: it maps `[batch, *spatial,
+    input_channels]` (channels-last) or `[batch, input_channels, *spatial]`
+    (channels-first) to `output_channels` channels and, with a stride,
+    upsamples. Unless `output_shape` is given, each output spatial size is
+    `input_size * stride` ("SAME") or
+    `input_size * stride + (kernel - 1) * rate` ("VALID"), computed
+    statically when the input shape is known. Batch and spatial sizes may be
+    unknown; the channel count is fixed by the first call.
+
+    Variables (created on the first call, with the input's dtype): `w` of
+    shape `kernel_shape + [output_channels, input_channels]` (output before
+    input, as the convolution it transposes) and, if `with_bias`, `b` of
+    shape `[output_channels]`.
+
+    Args:
+      num_spatial_dims: 1, 2 or 3.
+      output_channels: Number of output channels (positive int).
+      kernel_shape: Kernel size, an int or one per spatial dimension.
+      output_shape: Spatial output shape, a sequence of `num_spatial_dims`
+        ints, or None (the default) to derive it from the input as above.
+        It must be one the matching convolution maps back to the input's
+        spatial shape.
+      stride: Stride, an int or one per spatial dimension. Default 1.
+      rate: Dilation rate, an int or one per spatial dimension. Default 1.
+      padding: "SAME" or "VALID" (exactly; padding functions are not
+        supported). Default "SAME".
+      with_bias: Whether to add a bias. Default True.
+      w_init: Weight initializer. Default `TruncatedNormal` with stddev
+        `1 / sqrt(prod(kernel_shape) * input_channels)`.
+      b_init: Bias initializer. Default `Zeros()`; must be None without bias.
+      data_format: The layout, e.g. "NHWC" or "NCHW" for 2-D;
+        "channels_last"/"channels_first" also work. None means channels last.
+      name: Module name.
+
+    >>> up = ConvNDTranspose(2, output_channels=4, kernel_shape=3, stride=2)
+    >>> up(tf.ones([1, 5, 5, 2])).shape
+    TensorShape([1, 10, 10, 4])
+    """
+
+    def __init__(
+        self,
+        num_spatial_dims: int,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        output_shape: Sequence[int] | None = None,
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str | None = None,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        n = conv.check_num_spatial_dims(num_spatial_dims, "transposed convolutions")
+        self._num_spatial_dims = n
+        self._output_channels = utils.check_positive_int(
+            "output_channels", output_channels
+        )
+        self._kernel_shape = kernel_shape
+        self._kernel = conv.check_sizes("kernel_shape", kernel_shape, n)
+        self._fixed_spatial = _check_output_shape(output_shape, n)
+        self._output_shape = output_shape
+        self._stride = stride
+        self._strides = conv.check_sizes("stride", stride, n)
+        self._rate = rate
+        self._rates = conv.check_sizes("rate", rate, n)
+        if not (isinstance(padding, str) and padding in ("SAME", "VALID")):
+            raise utils.bad_type(
+                "padding",
+                "must be 'SAME' or 'VALID' (upper case; transposed convolutions "
+                "take no padding functions)",
+                padding,
+            )
+        self._padding = padding
+        self._channels_first = conv.check_data_format(data_format, n)
+        self._channel_index = 1 if self._channels_first else -1
+        self._data_format = data_format
+        self._with_bias = conv.check_bool("with_bias", with_bias)
+        conv.check_initializer("w_init", w_init)
+        self._w_init = w_init
+        self._b_init = conv.bias_initializer(self._with_bias, b_init)
+
+    @once.once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        """Creates `w` (and `b`) and fixes the op arguments from the first input."""
+        n = self._num_spatial_dims
+        self.input_channels = conv.check_build_inputs(
+            inputs, n + 2, self._channel_index
+        )
+        if self._fixed_spatial is not None:
+            spatial = list(self._fixed_spatial)
+            channels = [self._output_channels]
+            self._output_shape = (
+                channels + spatial if self._channels_first else spatial + channels
+            )
+            self._check_output_shape_fits(inputs)
+        dtype = inputs.dtype
+        weight_shape = (*self._kernel, self._output_channels, self.input_channels)
+        if self._w_init is None:
+            fan_in = int(np.prod(self._kernel)) * self.input_channels
+            self._w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
+        self.w = tf.Variable(self._w_init(weight_shape, dtype), name="w")
+        if self._with_bias:
+            b_init = self._b_init
+            self.b = tf.Variable(b_init((self._output_channels,), dtype), name="b")
+
+        accelerated = conv.on_accelerator(self.w)
+        self._transpose = self._channels_first and not accelerated
+        op_first = self._channels_first and not self._transpose
+        self._op_first = op_first
+        self._to_last = conv.to_channels_last(n)
+        self._to_first = conv.to_channels_first(n)
+        self._bias_format = "NCHW" if op_first else "NHWC"
+        dilated = any(r > 1 for r in self._rates)
+        self._dilate_kernel = dilated and not accelerated
+        rates = (1,) * n if self._dilate_kernel else self._rates
+        # Spatial axes of the (un-expanded) op input and how each output size
+        # follows from the input size: `size * stride + extra`.
+        first_axis = 2 if op_first else 1
+        self._growth = tuple(
+            (first_axis + d, s, 0 if self._padding == "SAME" else (k - 1) * r)
+            for d, (s, k, r) in enumerate(zip(self._strides, self._kernel, self._rates))
+        )
+        self._kind = n
+        strides = self._strides
+        if n == 1:
+            self._expand_axis = 2 if op_first else 1
+            strides, rates = (1, *strides), (1, *rates)
+        self._op_format = conv.FORMATS[max(n, 2)][1 if op_first else 0]
+        if op_first:
+            self._op_strides = (1, 1, *strides)
+            self._op_dilations = (1, 1, *rates)
+        else:
+            self._op_strides = (1, *strides, 1)
+            self._op_dilations = (1, *rates, 1)
+
+    def _check_output_shape_fits(self, inputs: tf.Tensor) -> None:
+        """Raises if `output_shape` does not map back to the inputs' size."""
+        shape = inputs.shape
+        if shape.rank != self._num_spatial_dims + 2:
+            return
+        first_axis = 2 if self._channels_first else 1
+        assert self._fixed_spatial is not None
+        for d, size in enumerate(self._fixed_spatial):
+            actual = shape[first_axis + d]
+            s, k, r = self._strides[d], self._kernel[d], self._rates[d]
+            if self._padding == "SAME":
+                expected = -(-size // s)
+            else:
+                expected = max(-(-(size - (k - 1) * r) // s), 0)
+            if actual is not None and actual != expected:
+                raise utils.bad_value(
+                    "inputs",
+                    f"must have spatial size {expected} in dimension {d} for "
+                    f"output_shape={list(self._fixed_spatial)} with stride {s} "
+                    f"and {self._padding} padding",
+                    tuple(shape.as_list()),
+                )
+
+    def _input_sizes(self, x: tf.Tensor) -> Any:
+        """The output shape in the op's layout (the op's `input_sizes`)."""
+        shape: list[Any] = x.shape.as_list()
+        batch = shape[0]
+        fixed = self._fixed_spatial
+        if fixed is not None:
+            spatial: list[Any] = list(fixed)
+        else:
+            spatial = [
+                None if shape[a] is None else shape[a] * s + extra
+                for a, s, extra in self._growth
+            ]
+        dynamic = batch is None or None in spatial
+        if dynamic:
+            runtime = tf.shape(x)
+            if batch is None:
+                batch = runtime[0]
+            spatial = [
+                runtime[a] * s + extra if size is None else size
+                for size, (a, s, extra) in zip(spatial, self._growth)
+            ]
+        if self._kind == 1:
+            spatial.insert(0, 1)
+        channels = self._output_channels
+        if self._op_first:
+            sizes = [batch, channels, *spatial]
+        else:
+            sizes = [batch, *spatial, channels]
+        return tf.stack(sizes) if dynamic else sizes
+
+    def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
+        """Applies the transposed convolution.
+
+        Args:
+          inputs: A tensor of rank `num_spatial_dims + 2` in `data_format`,
+            with a floating point dtype.
+
+        Returns:
+          The outputs, same rank, layout and dtype, `output_channels` channels.
+        """
+        if not isinstance(inputs, tf.Tensor):
+            inputs = utils.to_tensor("inputs", inputs)
+        self._initialize(inputs)
+        rank = self._num_spatial_dims + 2
+        if inputs.shape.rank != rank:
+            raise self._call_error(inputs, None)
+        try:
+            x = inputs
+            if self._transpose:
+                x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
+            sizes = self._input_sizes(x)
+            w = self.w
+            if self._dilate_kernel:
+                w = dilate_kernel(w, self._rates)
+            kind = self._kind
+            if kind == 2:
+                y = tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=sizes,
+                    filter=w,
+                    out_backprop=x,
+                    strides=self._op_strides,
+                    padding=self._padding,
+                    data_format=self._op_format,
+                    dilations=self._op_dilations,
+                )
+            elif kind == 1:
+                axis = self._expand_axis
+                y = tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=sizes,
+                    filter=tf.raw_ops.ExpandDims(input=w, axis=0),
+                    out_backprop=tf.raw_ops.ExpandDims(input=x, axis=axis),
+                    strides=self._op_strides,
+                    padding=self._padding,
+                    data_format=self._op_format,
+                    dilations=self._op_dilations,
+                )
+                y = tf.raw_ops.Squeeze(input=y, axis=(axis,))
+            else:
+                y = tf.raw_ops.Conv3DBackpropInputV2(
+                    input_sizes=sizes,
+                    filter=w,
+                    out_backprop=x,
+                    strides=self._op_strides,
+                    padding=self._padding,
+                    data_format=self._op_format,
+                    dilations=self._op_dilations,
+                )
+            if self._with_bias:
+                y = tf.raw_ops.BiasAdd(
+                    value=y, bias=self.b, data_format=self._bias_format
+                )
+            if self._transpose:
+                y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
+        except conv.OP_ERRORS as e:
+            raise self._call_error(inputs, e) from e
+        return y
+
+    def _call_error(self, inputs: tf.Tensor, error: Exception | None) -> Exception:
+        if self._fixed_spatial is not None and inputs.dtype == self.w.dtype:
+            try:
+                self._check_output_shape_fits(inputs)
+            except ValueError as e:
+                return e
+        return conv.call_error(
+            inputs,
+            error,
+            rank=self._num_spatial_dims + 2,
+            channel_index=self._channel_index,
+            input_channels=self.input_channels,
+            dtype=self.w.dtype,
+        )
+
+
+class Conv1DTranspose(ConvNDTranspose):
+    """A 1-D transposed convolution: `ConvNDTranspose` with `num_spatial_dims=1`.
+
+    Inputs are `[batch, width, channels]` ("NWC", default) or
+    `[batch, channels, width]` ("NCW"). See `ConvNDTranspose` for the
+    arguments.
+
+    >>> up = snt.Conv1DTranspose(output_channels=3, kernel_shape=3, stride=2)
+    >>> up(tf.ones([2, 4, 5])).shape
+    TensorShape([2, 8, 3])
+    """
+
+    def __init__(
+        self,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        output_shape: Sequence[int] | None = None,
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str = "NWC",
+        name: str | None = None,
+    ):
+        super().__init__(
+            1,
+            output_channels,
+            kernel_shape,
+            output_shape=output_shape,
+            stride=stride,
+            rate=rate,
+            padding=padding,
+            with_bias=with_bias,
+            w_init=w_init,
+            b_init=b_init,
+            data_format=data_format,
+            name=name,
+        )
+
+
+class Conv2DTranspose(ConvNDTranspose):
+    """A 2-D transposed convolution: `ConvNDTranspose` with `num_spatial_dims=2`.
+
+    Inputs are `[batch, height, width, channels]` ("NHWC", default) or
+    `[batch, channels, height, width]` ("NCHW"). See `ConvNDTranspose` for the
+    arguments.
+
+    >>> up = snt.Conv2DTranspose(output_channels=4, kernel_shape=3, stride=2,
+    ...                          padding="VALID")
+    >>> up(tf.ones([1, 5, 5, 2])).shape
+    TensorShape([1, 12, 12, 4])
+    >>> up.w.shape
+    TensorShape([3, 3, 4, 2])
+    """
+
+    def __init__(
+        self,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        output_shape: Sequence[int] | None = None,
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str = "NHWC",
+        name: str | None = None,
+    ):
+        super().__init__(
+            2,
+            output_channels,
+            kernel_shape,
+            output_shape=output_shape,
+            stride=stride,
+            rate=rate,
+            padding=padding,
+            with_bias=with_bias,
+            w_init=w_init,
+            b_init=b_init,
+            data_format=data_format,
+            name=name,
+        )
+
+
+class Conv3DTranspose(ConvNDTranspose):
+    """A 3-D transposed convolution: `ConvNDTranspose` with `num_spatial_dims=3`.
+
+    Inputs are `[batch, depth, height, width, channels]` ("NDHWC", default)
+    or `[batch, channels, depth, height, width]` ("NCDHW"). See
+    `ConvNDTranspose` for the arguments.
+
+    >>> up = snt.Conv3DTranspose(output_channels=2, kernel_shape=2, stride=2)
+    >>> up(tf.ones([1, 3, 3, 3, 1])).shape
+    TensorShape([1, 6, 6, 6, 2])
+    """
+
+    def __init__(
+        self,
+        output_channels: int,
+        kernel_shape: int | Sequence[int],
+        output_shape: Sequence[int] | None = None,
+        stride: int | Sequence[int] = 1,
+        rate: int | Sequence[int] = 1,
+        padding: str = "SAME",
+        with_bias: bool = True,
+        w_init: initializers.Initializer | None = None,
+        b_init: initializers.Initializer | None = None,
+        data_format: str = "NDHWC",
+        name: str | None = None,
+    ):
+        super().__init__(
+            3,
+            output_channels,
+            kernel_shape,
+            output_shape=output_shape,
+            stride=stride,
+            rate=rate,
+            padding=padding,
+            with_bias=with_bias,
+            w_init=w_init,
+            b_init=b_init,
+            data_format=data_format,
+            name=name,
+        )
