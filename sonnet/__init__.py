@@ -14,7 +14,10 @@ from sonnet._src.batch_apply import BatchApply, merge_leading_dims, split_leadin
 from sonnet._src.batch_norm import BaseBatchNorm, BatchNorm
 from sonnet._src.bias import Bias
 from sonnet._src.build import build
+from sonnet._src.conv import Conv1D, Conv2D, Conv3D
+from sonnet._src.conv_transpose import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
 from sonnet._src.deferred import Deferred
+from sonnet._src.depthwise_conv import DepthwiseConv2D
 from sonnet._src.dropout import Dropout
 from sonnet._src.embed import Embed
 from sonnet._src.group_norm import GroupNorm
@@ -34,7 +37,14 @@ __all__ = [
     "BatchApply",
     "BatchNorm",
     "Bias",
+    "Conv1D",
+    "Conv1DTranspose",
+    "Conv2D",
+    "Conv2DTranspose",
+    "Conv3D",
+    "Conv3DTranspose",
     "Deferred",
+    "DepthwiseConv2D",
     "Dropout",
     "Embed",
     "ExponentialMovingAverage",
