@@ -178,7 +178,8 @@ def as_shape(shape: Any) -> _Shape:
         )
         if not integer:
             raise utils.bad_type("shape", "must have an integer dtype", shape)
-        if shape.shape.rank != 1 or shape.shape[0] is None:
+        dims = tf.TensorShape(shape.shape)
+        if dims.rank != 1 or dims[0] is None:
             raise utils.bad_value(
                 "shape", "must be a 1-D tensor of statically known length", shape
             )
@@ -471,7 +472,7 @@ class Orthogonal(Initializer):
         # QR has kernels for float32/float64 only; half precisions use float32.
         compute_dtype = tf.float64 if dtype == tf.float64 else tf.float32
         if parsed.static:
-            flat_shape: Any = [max(num_rows, num_cols), min(num_rows, num_cols)]
+            flat_shape = [max(num_rows, num_cols), min(num_rows, num_cols)]
         else:
             rows = tf.cast(num_rows, tf.int32)
             cols = tf.cast(num_cols, tf.int32)
@@ -553,7 +554,7 @@ class VarianceScaling(Initializer):
             raise utils.bad_type("scale", "must be a positive number", scale)
         if not (math.isfinite(scale) and scale > 0):
             raise utils.bad_value("scale", "must be a positive number", scale)
-        if mode not in _MODES:
+        if not isinstance(mode, str) or mode not in _MODES:
             raise utils.bad_value("mode", f"must be one of {_MODES}", mode)
         if not isinstance(distribution, str):
             raise utils.bad_type(
@@ -587,8 +588,8 @@ class VarianceScaling(Initializer):
         else:
             fan = (fan_in + fan_out) / 2
         if parsed.static:
-            variance: Any = self.scale / max(1.0, float(fan))
-            sqrt: Any = math.sqrt
+            variance = self.scale / max(1.0, float(fan))
+            sqrt = math.sqrt
         else:
             fan = tf.cast(fan, tf.float32)
             variance = tf.cast(self.scale / tf.maximum(1.0, fan), dtype)
