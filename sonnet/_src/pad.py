@@ -104,7 +104,11 @@ def create(
     [[0, 0], [0, 0], [4, 5], [4, 5]]
     """
     n = utils.check_positive_int("n", n)
-    if isinstance(channel_index, (bool, np.bool_)) or channel_index not in (1, -1):
+    if (
+        isinstance(channel_index, (bool, np.bool_))
+        or not isinstance(channel_index, (int, np.integer))
+        or channel_index not in (1, -1)
+    ):
         raise utils.bad_value("channel_index", "must be 1 or -1", channel_index)
     paddings = utils.replicate(padding, n, "padding")
     kernels = utils.replicate(kernel, n, "kernel")
