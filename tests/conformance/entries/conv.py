@@ -1,0 +1,113 @@
+"""Registry entries for the convolutions: Conv1D/2D/3D, their transposes and
+DepthwiseConv2D (channels-last and channels-first, string and function
+paddings, strides and dilation)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+import sonnet as snt
+from tests.conformance.registry import Case
+
+
+def _x(*shape: int) -> tuple[tf.Tensor]:
+    size = 1
+    for d in shape:
+        size *= d
+    return (tf.reshape(tf.range(size, dtype=tf.float32) / size - 0.5, shape),)
+
+
+CASES = [
+    Case(
+        id="Conv1D",
+        cls=snt.Conv1D,
+        factory=lambda: snt.Conv1D(3, 3),
+        inputs=lambda: _x(2, 4, 2),
+    ),
+    Case(
+        id="Conv1D-causal-NCW",
+        cls=snt.Conv1D,
+        factory=lambda: snt.Conv1D(2, 3, padding=snt.pad.causal, data_format="NCW"),
+        inputs=lambda: _x(2, 3, 5),
+    ),
+    Case(
+        id="Conv2D",
+        cls=snt.Conv2D,
+        factory=lambda: snt.Conv2D(3, 3),
+        inputs=lambda: _x(2, 4, 4, 2),
+    ),
+    Case(
+        id="Conv2D-NCHW-stride2-valid",
+        cls=snt.Conv2D,
+        factory=lambda: snt.Conv2D(
+            3, (3, 2), stride=2, padding="VALID", data_format="NCHW"
+        ),
+        inputs=lambda: _x(2, 2, 5, 5),
+    ),
+    Case(
+        id="Conv2D-dilated-padfns-nobias",
+        cls=snt.Conv2D,
+        factory=lambda: snt.Conv2D(
+            2, 2, rate=2, padding=[snt.pad.full, snt.pad.causal], with_bias=False
+        ),
+        inputs=lambda: _x(1, 4, 3, 2),
+    ),
+    Case(
+        id="Conv3D",
+        cls=snt.Conv3D,
+        factory=lambda: snt.Conv3D(2, 2),
+        inputs=lambda: _x(2, 3, 3, 3, 2),
+    ),
+    Case(
+        id="Conv3D-NCDHW",
+        cls=snt.Conv3D,
+        factory=lambda: snt.Conv3D(2, 2, data_format="NCDHW"),
+        inputs=lambda: _x(1, 2, 3, 3, 2),
+    ),
+    Case(
+        id="Conv1DTranspose",
+        cls=snt.Conv1DTranspose,
+        factory=lambda: snt.Conv1DTranspose(3, 3, stride=2),
+        inputs=lambda: _x(2, 3, 2),
+    ),
+    Case(
+        id="Conv2DTranspose",
+        cls=snt.Conv2DTranspose,
+        factory=lambda: snt.Conv2DTranspose(2, 3, stride=2),
+        inputs=lambda: _x(2, 3, 3, 2),
+    ),
+    Case(
+        id="Conv2DTranspose-NCHW-valid-output_shape",
+        cls=snt.Conv2DTranspose,
+        factory=lambda: snt.Conv2DTranspose(
+            2, 3, output_shape=[7, 8], stride=2, padding="VALID", data_format="NCHW"
+        ),
+        inputs=lambda: _x(1, 3, 3, 3),
+    ),
+    Case(
+        id="Conv2DTranspose-dilated",
+        cls=snt.Conv2DTranspose,
+        factory=lambda: snt.Conv2DTranspose(2, 2, rate=2, padding="VALID"),
+        inputs=lambda: _x(1, 3, 3, 2),
+    ),
+    Case(
+        id="Conv3DTranspose",
+        cls=snt.Conv3DTranspose,
+        factory=lambda: snt.Conv3DTranspose(2, 2, stride=2),
+        inputs=lambda: _x(2, 2, 2, 2, 2),
+    ),
+    Case(
+        id="DepthwiseConv2D",
+        cls=snt.DepthwiseConv2D,
+        factory=lambda: snt.DepthwiseConv2D(3, channel_multiplier=2),
+        inputs=lambda: _x(2, 4, 4, 3),
+    ),
+    Case(
+        id="DepthwiseConv2D-NCHW-stride2",
+        cls=snt.DepthwiseConv2D,
+        factory=lambda: snt.DepthwiseConv2D(3, stride=2, data_format="NCHW"),
+        inputs=lambda: _x(2, 3, 5, 5),
+    ),
+]
+
+NOT_REGISTERED: dict[type, str] = {}
