@@ -1,0 +1,265 @@
+"""`snt.DeepRNN` and the skip/residual-connection factories: stacked cores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import utils
+from sonnet._src.recurrent import base as rnn_base
+
+
+def _check_layers(layers: Any) -> None:
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+        raise utils.bad_type(
+            "layers", "must be a sequence of RNN cores and callables", layers
+        )
+    for layer in layers:
+        if not callable(layer):
+            raise utils.bad_type(
+                "layers", "must contain only RNN cores and callables", layer
+            )
+
+
+def _leafwise(fn: Callable[..., tf.Tensor], *structures: Any) -> Any:
+    """`fn` over matching leaves; a structure mismatch blames `inputs`."""
+    for other in structures[1:]:
+        try:
+            tf.nest.assert_same_structure(structures[0], other, check_types=False)
+        except (ValueError, TypeError) as e:
+            raise utils.bad_value(
+                "inputs",
+                "must have the nested structure of the layer outputs it is "
+                f"combined with ({e})",
+                structures[0],
+            ) from e
+    return tf.nest.map_structure(fn, *structures)
+
+
+def _concat(*values: Any) -> tf.Tensor:
+    try:
+        return tf.concat(values, axis=-1)
+    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
+        raise utils.bad_value(
+            "inputs",
+            "could not be concatenated (last axis) with the layer outputs for "
+            f"a skip connection ({e})",
+            values[0],
+        ) from e
+
+
+def _add(inputs: Any, outputs: Any) -> tf.Tensor:
+    # No broadcasting: a residual connection needs outputs shaped as inputs.
+    inputs = rnn_base.as_tensor("inputs", inputs)
+    if not inputs.shape.is_compatible_with(outputs.shape):
+        raise utils.bad_value(
+            "inputs",
+            f"must have the shape of the wrapped core's outputs {outputs.shape} "
+            "for a residual connection",
+            inputs.shape,
+        )
+    return inputs + outputs
+
+
+class _LegacyDeepRNN(rnn_base.RNNCore):
+    """Stacks layers (cores or plain callables), optionally with skip connections.
+
+    Args:
+      layers: The layers, applied in order; `snt.RNNCore`s consume and
+        produce one entry of the state each, other callables map the current
+        value. Kept as given (not copied).
+      skip_connections: If True, every layer after the first sees the
+        original inputs concatenated (last axis, leaf-wise) with the previous
+        layer's outputs.
+      concat_final_output_if_skip: With skip connections, output the
+        concatenation of every layer's outputs instead of the last ones.
+      name: Module name.
+    """
+
+    def __init__(
+        self,
+        layers: Sequence[Any],
+        skip_connections: bool,
+        concat_final_output_if_skip: bool = True,
+        name: str | None = None,
+    ):
+        super().__init__(name)
+        _check_layers(layers)
+        for argument, value in (
+            ("skip_connections", skip_connections),
+            ("concat_final_output_if_skip", concat_final_output_if_skip),
+        ):
+            if not isinstance(value, bool):
+                raise utils.bad_type(argument, "must be a bool", value)
+        self._layers = layers
+        self._skip_connections = skip_connections
+        self._concat_final_output_if_skip = concat_final_output_if_skip
+        self._num_cores = sum(isinstance(x, rnn_base.RNNCore) for x in layers)
+
+    def __call__(self, inputs: Any, prev_state: Sequence[Any]) -> tuple[Any, Any]:
+        """One step through every layer.
+
+        Args:
+          inputs: The inputs of the first layer.
+          prev_state: A tuple with one state per `snt.RNNCore` layer, in order.
+
+        Returns:
+          `(outputs, next_state)`: the last layer's outputs (or, with skip
+          connections and `concat_final_output_if_skip`, all layers' outputs
+          concatenated) and a tuple of the cores' next states.
+
+        Raises:
+          ValueError: if `prev_state` does not have one entry per core.
+        """
+        if (
+            not isinstance(prev_state, (tuple, list))
+            or len(prev_state) != self._num_cores
+        ):
+            raise utils.bad_value(
+                "prev_state",
+                f"must be a tuple of {self._num_cores} states, one per RNN core "
+                "in `layers`",
+                prev_state,
+            )
+        current = inputs
+        outputs = []
+        next_states = []
+        core_index = 0
+        for index, layer in enumerate(self._layers):
+            if self._skip_connections and index > 0:
+                current = _leafwise(_concat, inputs, current)
+            if isinstance(layer, rnn_base.RNNCore):
+                current, state = layer(current, prev_state[core_index])
+                next_states.append(state)
+                core_index += 1
+            else:
+                current = layer(current)
+            outputs.append(current)
+        if self._skip_connections and self._concat_final_output_if_skip and outputs:
+            current = _leafwise(_concat, *outputs)
+        return current, tuple(next_states)
+
+    def initial_state(self, batch_size: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """A tuple of each core layer's `initial_state(batch_size, **kwargs)`."""
+        return tuple(
+            layer.initial_state(batch_size, **kwargs)
+            for layer in self._layers
+            if isinstance(layer, rnn_base.RNNCore)
+        )
+
+
+class DeepRNN(_LegacyDeepRNN):
+    """A stack of layers that behaves as a single recurrent core.
+
+    Each layer's outputs are the next layer's inputs. `snt.RNNCore` layers
+    take one entry of the state tuple each; any other callable (e.g.
+    `tf.nn.relu` or a feed-forward module) is applied to the value passing
+    through. Use `snt.deep_rnn_with_skip_connections` or
+    `snt.deep_rnn_with_residual_connections` for the connected variants.
+
+    Args:
+      layers: The layers, in order (kept as given, not copied; checkpoint
+        paths are `_layers/<i>/...`).
+      name: Module name (default `deep_rnn`).
+
+    >>> deep = snt.DeepRNN([snt.LSTM(4), tf.nn.relu, snt.GRU(2)])
+    >>> outputs, state = deep(tf.ones([3, 5]), deep.initial_state(3))
+    >>> outputs.shape, len(state)
+    (TensorShape([3, 2]), 2)
+    """
+
+    def __init__(self, layers: Sequence[Any], name: str | None = None):
+        super().__init__(layers, skip_connections=False, name=name)
+
+
+def _check_all_cores(layers: Any, factory: str) -> None:
+    _check_layers(layers)
+    for layer in layers:
+        if not isinstance(layer, rnn_base.RNNCore):
+            raise utils.bad_type(
+                "layers", f"must contain only `snt.RNNCore`s for `{factory}`", layer
+            )
+
+
+def deep_rnn_with_skip_connections(
+    layers: Sequence[rnn_base.RNNCore],
+    concat_final_output: bool = True,
+    name: str = "deep_rnn_with_skip_connections",
+) -> rnn_base.RNNCore:
+    """A deep RNN where every core also sees the original inputs.
+
+    Each core after the first gets its predecessor's outputs concatenated
+    (along the last axis) with the inputs of the whole stack.
+
+    Args:
+      layers: The `snt.RNNCore`s, in order (all must be cores).
+      concat_final_output: If True (default), the outputs are all cores'
+        outputs concatenated; else only the last core's.
+      name: Module name.
+
+    Returns:
+      An `snt.RNNCore` with a tuple state (one entry per core).
+
+    >>> deep = snt.deep_rnn_with_skip_connections([snt.LSTM(4), snt.LSTM(2)])
+    >>> outputs, _ = deep(tf.ones([3, 5]), deep.initial_state(3))
+    >>> outputs.shape
+    TensorShape([3, 6])
+    """
+    _check_all_cores(layers, "deep_rnn_with_skip_connections")
+    if not isinstance(concat_final_output, bool):
+        raise utils.bad_type(
+            "concat_final_output", "must be a bool", concat_final_output
+        )
+    return _LegacyDeepRNN(
+        layers,
+        skip_connections=True,
+        concat_final_output_if_skip=concat_final_output,
+        name=name,
+    )
+
+
+class _ResidualWrapper(rnn_base.RNNCore):
+    """Adds a core's inputs to its outputs (leaf-wise); the state is unchanged."""
+
+    def __init__(self, base_core: rnn_base.RNNCore):
+        super().__init__(name=f"{base_core.name}_residual")
+        self._base_core = base_core
+
+    def __call__(self, inputs: Any, prev_state: Any) -> tuple[Any, Any]:
+        outputs, next_state = self._base_core(inputs, prev_state)
+        residual = _leafwise(_add, inputs, outputs)
+        return residual, next_state
+
+    def initial_state(self, batch_size: Any, **kwargs: Any) -> Any:
+        return self._base_core.initial_state(batch_size, **kwargs)
+
+
+def deep_rnn_with_residual_connections(
+    layers: Sequence[rnn_base.RNNCore],
+    name: str = "deep_rnn_with_residual_connections",
+) -> rnn_base.RNNCore:
+    """A deep RNN where every core's outputs are added to its inputs.
+
+    Each core must therefore output the shape of its inputs. Checkpoint paths
+    of the cores are `_layers/<i>/_base_core/...`.
+
+    Args:
+      layers: The `snt.RNNCore`s, in order (all must be cores).
+      name: Module name.
+
+    Returns:
+      An `snt.RNNCore` with a tuple state (one entry per core).
+
+    >>> deep = snt.deep_rnn_with_residual_connections([snt.LSTM(5), snt.GRU(5)])
+    >>> outputs, _ = deep(tf.ones([3, 5]), deep.initial_state(3))
+    >>> outputs.shape
+    TensorShape([3, 5])
+    """
+    _check_all_cores(layers, "deep_rnn_with_residual_connections")
+    return _LegacyDeepRNN(
+        [_ResidualWrapper(core) for core in layers],
+        skip_connections=False,
+        name=name,
+    )

@@ -1,0 +1,136 @@
+"""`snt.GRU`: gated recurrent unit core."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import initializers, once, utils
+from sonnet._src.recurrent import base as rnn_base
+
+Initializer = Callable[[Any, Any], Any]
+
+
+class GRU(rnn_base.RNNCore):
+    """Gated recurrent unit core (Cho et al., 2014).
+
+    With gates laid out `[z | r | a]` in `w_i`, `w_h` and `b`:
+
+        z, r = sigmoid(x @ w_i[:, :2h] + h @ w_h[:, :2h] + b[:2h])
+        a = tanh(x @ w_i[:, 2h:] + (r * h) @ w_h[:, 2h:] + b[2h:])
+        h' = (1 - z) * h + z * a
+
+    and the step returns `(h', h')`. Variables are created on the first call.
+
+    Args:
+      hidden_size: Size of the hidden state (a positive int).
+      w_i_init: Initializer of `w_i` `[input_size, 3 * hidden]`. Default
+        Glorot uniform (`VarianceScaling(1.0, "fan_avg", "uniform")`), as in
+        the paper's reference setup.
+      w_h_init: Initializer of `w_h` `[hidden, 3 * hidden]`. Default Glorot
+        uniform.
+      b_init: Initializer of `b` `[3 * hidden]`. Default zeros.
+      dtype: Dtype of the variables and of the expected inputs (default
+        float32).
+      name: Module name (default `gru`).
+
+    Shapes:
+      inputs `[B, input_size]`, state `[B, hidden]`, outputs `[B, hidden]`.
+
+    >>> gru = snt.GRU(4)
+    >>> outputs, state = gru(tf.ones([2, 3]), gru.initial_state(2))
+    >>> outputs.shape
+    TensorShape([2, 4])
+    >>> [v.name for v in gru.variables]
+    ['gru/w_h:0', 'gru/w_i:0', 'gru/b:0']
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        w_i_init: Initializer | None = None,
+        w_h_init: Initializer | None = None,
+        b_init: Initializer | None = None,
+        dtype: Any = tf.float32,
+        name: str | None = None,
+    ):
+        super().__init__(name)
+        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
+        for argument, value in (
+            ("w_i_init", w_i_init),
+            ("w_h_init", w_h_init),
+            ("b_init", b_init),
+        ):
+            rnn_base.check_callable(argument, value)
+        glorot = initializers.VarianceScaling(mode="fan_avg", distribution="uniform")
+        self._w_i_init = glorot if w_i_init is None else w_i_init
+        self._w_h_init = glorot if w_h_init is None else w_h_init
+        self._b_init = initializers.Zeros() if b_init is None else b_init
+        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._state_spec = rnn_base.state_spec([self._hidden_size], self._dtype)
+        self._input_size: int | None = None
+
+    @once.once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        input_size = rnn_base.check_input_size(inputs, None)
+        gates = 3 * self._hidden_size
+        w_i = tf.Variable(self._w_i_init([input_size, gates], self._dtype), name="w_i")
+        w_h = tf.Variable(
+            self._w_h_init([self._hidden_size, gates], self._dtype), name="w_h"
+        )
+        b = tf.Variable(self._b_init([gates], self._dtype), name="b")
+        self._w_i, self._w_h, self.b = w_i, w_h, b
+        self._input_size = input_size
+
+    def __call__(
+        self, inputs: tf.Tensor, prev_state: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step.
+
+        Args:
+          inputs: `[B, input_size]` tensor of the core's dtype.
+          prev_state: `[B, hidden]` tensor.
+
+        Returns:
+          `(outputs, next_state)`, both the new `[B, hidden]` hidden state.
+
+        Raises:
+          TypeError: if `inputs` or `prev_state` has another dtype.
+          ValueError: if `inputs` is not rank 2 or changed its last dimension
+            since the first call, or `prev_state` has the wrong shape.
+        """
+        inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
+        prev_state = rnn_base.check_state(
+            prev_state, self._state_spec, rnn_base.batch_dim(inputs)
+        )
+        rnn_base.check_input_size(inputs, self._input_size)
+        self._initialize(inputs)
+        two_h = 2 * self._hidden_size
+        w_h = self._w_h
+        gates_x = tf.nn.bias_add(tf.matmul(inputs, self._w_i), self.b)
+        zr = tf.sigmoid(gates_x[:, :two_h] + tf.matmul(prev_state, w_h[:, :two_h]))
+        z, r = tf.split(zr, 2, axis=1)
+        a = tf.tanh(gates_x[:, two_h:] + tf.matmul(r * prev_state, w_h[:, two_h:]))
+        next_state = (1 - z) * prev_state + z * a
+        return next_state, next_state
+
+    def initial_state(self, batch_size: Any) -> tf.Tensor:
+        """Zeros of shape `[batch_size, hidden]`.
+
+        Args:
+          batch_size: An int or a scalar integer tensor.
+        """
+        batch_size = rnn_base.check_batch_size(batch_size)
+        return rnn_base.zeros(batch_size, [self._hidden_size], self._dtype)
+
+    @property
+    def input_to_hidden(self) -> tf.Variable:
+        """`w_i`, the `[input_size, 3 * hidden]` input weights."""
+        return self._w_i
+
+    @property
+    def hidden_to_hidden(self) -> tf.Variable:
+        """`w_h`, the `[hidden, 3 * hidden]` recurrent weights."""
+        return self._w_h

@@ -1,0 +1,266 @@
+"""`snt.LSTM`: long short-term memory core, with optional projection."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import initializers, once, utils
+from sonnet._src.recurrent import base as rnn_base
+from sonnet._src.recurrent import lstm_sequence
+
+Initializer = Callable[[Any, Any], Any]
+
+
+def lstm_weights(
+    input_size: int,
+    hidden_size: int,
+    recurrent_size: int,
+    w_i_init: Initializer | None,
+    w_h_init: Initializer | None,
+    b_init: Initializer,
+    forget_bias: float,
+    dtype: tf.DType,
+) -> tuple[tf.Variable, tf.Variable, tf.Variable, Initializer, Initializer]:
+    """Creates `w_i`, `w_h` and `b` of an LSTM (in the caller's name scope).
+
+    Returns the variables and the resolved `w_i`/`w_h` initializers. The
+    defaults are truncated normals with `stddev = 1 / sqrt(fan_in)`.
+    """
+    if w_i_init is None:
+        w_i_init = initializers.TruncatedNormal(stddev=1.0 / math.sqrt(input_size))
+    if w_h_init is None:
+        w_h_init = initializers.TruncatedNormal(stddev=1.0 / math.sqrt(recurrent_size))
+    gates = 4 * hidden_size
+    w_i = tf.Variable(w_i_init([input_size, gates], dtype), name="w_i")
+    w_h = tf.Variable(w_h_init([recurrent_size, gates], dtype), name="w_h")
+    bias = rnn_base.add_forget_bias(b_init([gates], dtype), forget_bias)
+    b = tf.Variable(bias, name="b")
+    return w_i, w_h, b, w_i_init, w_h_init
+
+
+def input_projection(
+    input_sequence: tf.Tensor, w_i: tf.Variable, b: tf.Variable
+) -> tf.Tensor:
+    """`input_sequence @ w_i + b` for all time steps in one matmul."""
+    static = input_sequence.shape
+    dynamic = tf.shape(input_sequence)
+    steps = static[0] if static[0] is not None else dynamic[0]
+    batch = static[1] if static[1] is not None else dynamic[1]
+    flat = tf.reshape(input_sequence, [-1, w_i.shape[0]])
+    projected = tf.nn.bias_add(tf.matmul(flat, w_i), b)
+    return tf.reshape(projected, [steps, batch, w_i.shape[1]])
+
+
+class LSTM(rnn_base.RNNCore):
+    """Long short-term memory core (Hochreiter & Schmidhuber, 1997).
+
+    With gates laid out `[i | f | g | o]` in `w_i`, `w_h` and `b`:
+
+        gates = inputs @ w_i + prev_state.hidden @ w_h + b
+        cell = sigmoid(f) * prev_state.cell + sigmoid(i) * tanh(g)
+        hidden = sigmoid(o) * tanh(cell)       # then `@ projection` if used
+
+    and the step returns `(hidden, LSTMState(hidden, cell))`. The weights are
+    created on the first call. Under `snt.dynamic_unroll` an `LSTM` computes
+    the input projection of all time steps in one matmul.
+
+    Args:
+      hidden_size: Size of the cell (a positive int).
+      projection_size: Optional size of a linear projection of the hidden
+        output (Sak et al., 2014); the projected hidden is both the output and
+        the recurrent input. Default None: no projection.
+      projection_init: Initializer of `projection`; must be None without
+        `projection_size`. Default truncated normal, `stddev=1/sqrt(hidden)`.
+      w_i_init: Initializer of `w_i` `[input_size, 4 * hidden]`. Default
+        truncated normal with `stddev = 1/sqrt(input_size)` (unit fan-in
+        variance).
+      w_h_init: Initializer of `w_h` `[projection or hidden, 4 * hidden]`.
+        Default truncated normal with `stddev = 1/sqrt(projection or hidden)`.
+      b_init: Initializer of `b` `[4 * hidden]`. Default zeros.
+      forget_bias: Added to the forget-gate quarter of the initial bias
+        (default 1.0, so the cell remembers by default early in training;
+        Gers et al., 2000).
+      dtype: Dtype of the variables and of the expected inputs (default
+        float32).
+      name: Module name (default `lstm`).
+
+    Shapes:
+      inputs `[B, input_size]`; state `LSTMState([B, projection or hidden],
+      [B, hidden])`; outputs `[B, projection or hidden]`.
+
+    >>> lstm = snt.LSTM(4)
+    >>> outputs, state = lstm(tf.ones([2, 3]), lstm.initial_state(2))
+    >>> outputs.shape, state.cell.shape
+    (TensorShape([2, 4]), TensorShape([2, 4]))
+    >>> [v.name for v in lstm.variables]
+    ['lstm/w_h:0', 'lstm/w_i:0', 'lstm/b:0']
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        projection_size: int | None = None,
+        projection_init: Initializer | None = None,
+        w_i_init: Initializer | None = None,
+        w_h_init: Initializer | None = None,
+        b_init: Initializer | None = None,
+        forget_bias: float = 1.0,
+        dtype: Any = tf.float32,
+        name: str | None = None,
+    ):
+        super().__init__(name)
+        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
+        if projection_size is not None:
+            projection_size = utils.check_positive_int(
+                "projection_size", projection_size
+            )
+        for argument, value in (
+            ("projection_init", projection_init),
+            ("w_i_init", w_i_init),
+            ("w_h_init", w_h_init),
+            ("b_init", b_init),
+        ):
+            rnn_base.check_callable(argument, value)
+        if projection_init is not None and projection_size is None:
+            raise utils.bad_value(
+                "projection_init",
+                "must be None when `projection_size` is None (there is no projection)",
+                projection_init,
+            )
+        self._projection_size = projection_size
+        self._eff_hidden_size = projection_size or self._hidden_size
+        self._projection_init = projection_init
+        self._w_i_init = w_i_init
+        self._w_h_init = w_h_init
+        self._b_init = initializers.Zeros() if b_init is None else b_init
+        self._forget_bias = rnn_base.check_real("forget_bias", forget_bias)
+        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._state_spec = rnn_base.LSTMState(
+            hidden=rnn_base.state_spec([self._eff_hidden_size], self._dtype),
+            cell=rnn_base.state_spec([self._hidden_size], self._dtype),
+        )
+        self._input_size: int | None = None
+        self.projection: tf.Variable | None = None
+
+    @once.once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        input_size = rnn_base.check_input_size(inputs, None)
+        w_i, w_h, b, self._w_i_init, self._w_h_init = lstm_weights(
+            input_size,
+            self._hidden_size,
+            self._eff_hidden_size,
+            self._w_i_init,
+            self._w_h_init,
+            self._b_init,
+            self._forget_bias,
+            self._dtype,
+        )
+        projection = None
+        if self._projection_size is not None:
+            if self._projection_init is None:
+                self._projection_init = initializers.TruncatedNormal(
+                    stddev=1.0 / math.sqrt(self._hidden_size)
+                )
+            projection = tf.Variable(
+                self._projection_init(
+                    [self._hidden_size, self._projection_size], self._dtype
+                ),
+                name="projection",
+            )
+        self._w_i, self._w_h, self.b = w_i, w_h, b
+        self.projection = projection
+        self._input_size = input_size
+
+    def __call__(
+        self, inputs: tf.Tensor, prev_state: rnn_base.LSTMState
+    ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
+        """One LSTM step.
+
+        Args:
+          inputs: `[B, input_size]` tensor of the core's dtype.
+          prev_state: `LSTMState(hidden [B, projection or hidden],
+            cell [B, hidden])` (or a 2-tuple).
+
+        Returns:
+          `(outputs, next_state)`: outputs `[B, projection or hidden]` and
+          the next `LSTMState`.
+
+        Raises:
+          TypeError: if `inputs` or `prev_state` has another dtype.
+          ValueError: if `inputs` is not rank 2 or changed its last dimension
+            since the first call, or `prev_state` has the wrong structure or
+            shapes.
+        """
+        inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
+        hidden, cell = rnn_base.check_state(
+            prev_state, self._state_spec, rnn_base.batch_dim(inputs)
+        )
+        rnn_base.check_input_size(inputs, self._input_size)
+        self._initialize(inputs)
+        gates = tf.matmul(inputs, self._w_i) + tf.matmul(hidden, self._w_h)
+        next_hidden, next_cell = rnn_base.lstm_update(
+            tf.nn.bias_add(gates, self.b), cell
+        )
+        if self.projection is not None:
+            next_hidden = tf.matmul(next_hidden, self.projection)
+        return next_hidden, rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
+
+    def initial_state(self, batch_size: Any) -> rnn_base.LSTMState:
+        """Zeros: `LSTMState([B, projection or hidden], [B, hidden])`.
+
+        Args:
+          batch_size: An int or a scalar integer tensor (e.g.
+            `tf.shape(x)[0]`).
+        """
+        batch_size = rnn_base.check_batch_size(batch_size)
+        return rnn_base.LSTMState(
+            hidden=rnn_base.zeros(batch_size, [self._eff_hidden_size], self._dtype),
+            cell=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),
+        )
+
+    @property
+    def input_to_hidden(self) -> tf.Variable:
+        """`w_i`, the `[input_size, 4 * hidden]` input weights."""
+        return self._w_i
+
+    @property
+    def hidden_to_hidden(self) -> tf.Variable:
+        """`w_h`, the `[projection or hidden, 4 * hidden]` recurrent weights."""
+        return self._w_h
+
+    def _unroll_sequence(
+        self,
+        input_sequence: tf.Tensor,
+        initial_state: Any,
+        sequence_length: tf.Tensor | None,
+    ) -> tuple[tf.Tensor, rnn_base.LSTMState] | None:
+        """`dynamic_unroll` of this core with one input matmul for all steps.
+
+        Returns None when a subclass changed the step (then the caller uses
+        the generic loop).
+        """
+        if type(self).__call__ is not LSTM.__call__:
+            return None
+        input_sequence = rnn_base.check_inputs(
+            input_sequence, self._dtype, 3, "input_sequence"
+        )
+        initial_state = rnn_base.check_state(
+            initial_state,
+            self._state_spec,
+            input_sequence.shape[1],
+            "initial_state",
+        )
+        rnn_base.check_input_size(input_sequence, self._input_size, "input_sequence")
+        self._initialize(input_sequence)
+        xw = input_projection(input_sequence, self._w_i, self.b)
+        return lstm_sequence.lstm_sequence(
+            xw,
+            rnn_base.LSTMState(*initial_state),
+            self._w_h,
+            projection=self.projection,
+            sequence_length=sequence_length,
+        )

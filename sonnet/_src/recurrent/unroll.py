@@ -1,0 +1,358 @@
+"""`snt.static_unroll` and `snt.dynamic_unroll`: run a core over a sequence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import utils
+from sonnet._src.recurrent import base as rnn_base
+from sonnet._src.recurrent import lstm_sequence
+
+Core = Callable[[Any, Any], tuple[Any, Any]]
+
+
+def _check_core(core: Any) -> None:
+    if not callable(core):
+        raise utils.bad_type(
+            "core", "must be callable as `core(inputs, prev_state)`", core
+        )
+
+
+def _check_input_sequence(
+    input_sequence: Any, static: bool
+) -> tuple[list[tf.Tensor], int | None]:
+    """Converts the leaves and finds the (static) number of time steps."""
+    leaves = tf.nest.flatten(input_sequence)
+    if not leaves:
+        raise utils.bad_value(
+            "input_sequence", "must contain at least one tensor", input_sequence
+        )
+    tensors = [rnn_base.as_tensor("input_sequence", leaf) for leaf in leaves]
+    lengths = set()
+    for tensor in tensors:
+        if tensor.shape.rank == 0:
+            raise utils.bad_value(
+                "input_sequence",
+                "must be time-major tensors `[T, ...]` (rank >= 1)",
+                tensor,
+            )
+        if tensor.shape.rank is not None and tensor.shape[0] is not None:
+            lengths.add(tensor.shape[0])
+    if len(lengths) > 1:
+        raise utils.bad_value(
+            "input_sequence",
+            "tensors must all have the same number of time steps (leading dimension)",
+            [tuple(t.shape.as_list()) if t.shape.rank else None for t in tensors],
+        )
+    steps = lengths.pop() if lengths else None
+    if steps == 0:
+        raise utils.bad_value(
+            "input_sequence", "must have at least one time step", tensors[0]
+        )
+    if steps is None and static:
+        raise utils.bad_value(
+            "input_sequence",
+            "must have a statically known number of time steps (use "
+            "`snt.dynamic_unroll` for sequences of unknown length)",
+            tensors[0],
+        )
+    return tensors, steps
+
+
+def _check_sequence_length(
+    sequence_length: Any, tensors: list[tf.Tensor]
+) -> tf.Tensor | None:
+    if sequence_length is None:
+        return None
+    lengths = rnn_base.as_tensor("sequence_length", sequence_length)
+    if not lengths.dtype.is_integer:
+        raise utils.bad_type(
+            "sequence_length", "must be an integer tensor of shape [B]", lengths
+        )
+    if lengths.shape.rank not in (1, None):
+        raise utils.bad_value(
+            "sequence_length", "must have shape [B] (rank 1)", lengths
+        )
+    for tensor in tensors:
+        shape = tensor.shape
+        if shape.rank is not None and shape.rank >= 2:
+            if not lengths.shape.is_compatible_with(shape[1:2]):
+                raise utils.bad_value(
+                    "sequence_length",
+                    f"must have one length per batch entry ({shape[1]}, the "
+                    "second dimension of `input_sequence`)",
+                    lengths,
+                )
+    return lengths
+
+
+def _check_parallel_iterations(parallel_iterations: Any) -> int:
+    return utils.check_positive_int("parallel_iterations", parallel_iterations)
+
+
+def _check_same_structure(initial_state: Any, state: Any) -> None:
+    try:
+        tf.nest.assert_same_structure(initial_state, state, check_types=False)
+    except (ValueError, TypeError) as e:
+        raise utils.bad_value(
+            "initial_state",
+            "must have the structure of the state `core` returns "
+            f"({_describe_structure(state)})",
+            initial_state,
+        ) from e
+
+
+def _describe_structure(structure: Any) -> str:
+    return repr(tf.nest.map_structure(lambda _: "*", structure)).replace("'", "")
+
+
+def _select(alive: tf.Tensor, new: Any, old: Any) -> Any:
+    """Per batch row: `new` where `alive` else `old` (scalars always `new`)."""
+
+    def select(n: Any, o: Any) -> Any:
+        if n is None:
+            return None
+        rank = n.shape.rank
+        if rank == 0:
+            return n
+        if rank is None:
+            rank = tf.rank(n)
+            keep = tf.reshape(
+                alive, tf.concat([[-1], tf.ones([rank - 1], tf.int32)], 0)
+            )
+        else:
+            keep = tf.reshape(alive, [-1] + [1] * (rank - 1))
+        return tf.where(keep, n, o)
+
+    return tf.nest.map_structure(select, new, old)
+
+
+def _zero_finished(alive: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
+    """Zeros `[T, B, ...]` outputs where `alive` (`[T, B]`) is False."""
+    rank = outputs.shape.rank
+    if rank is not None and rank < 2:
+        return outputs
+    if rank is None:
+        shape = tf.concat(
+            [tf.shape(alive), tf.ones([tf.rank(outputs) - 2], tf.int32)], 0
+        )
+    else:
+        shape = [-1, tf.shape(alive)[1]] + [1] * (rank - 2)
+    keep = tf.reshape(alive, shape)
+    return tf.where(keep, outputs, tf.zeros_like(outputs))
+
+
+def _stack_outputs(
+    structure: Any, columns: list[tf.Tensor], alive: tf.Tensor | None
+) -> Any:
+    if alive is not None:
+        columns = [_zero_finished(alive, c) for c in columns]
+    return tf.nest.pack_sequence_as(structure, columns)
+
+
+def static_unroll(
+    core: Core,
+    input_sequence: Any,
+    initial_state: Any,
+    sequence_length: Any = None,
+) -> tuple[Any, Any]:
+    """Unrolls `core` over `input_sequence` with a Python loop.
+
+    Every time step adds its own ops to the graph, so under `tf.function` the
+    traced graph (and tracing time) grows linearly with `T`, which must be
+    known statically. Prefer `snt.dynamic_unroll` for long sequences.
+
+    Args:
+      core: An `snt.RNNCore` or any callable `(inputs, prev_state) ->
+        (outputs, next_state)`.
+      input_sequence: A nest of time-major tensors `[T, B, ...]`, all with
+        the same statically known `T >= 1`.
+      initial_state: The state before the first step, e.g.
+        `core.initial_state(B)`.
+      sequence_length: Optional `[B]` integer tensor. Past a row's length its
+        outputs are zero and its state is carried through unchanged, so the
+        final state is the state after the row's last valid step (the
+        initial state for length 0). Scalar state leaves are never masked.
+        (The original Sonnet repeated the last valid output instead of
+        writing zeros.)
+
+    Returns:
+      `(output_sequence, final_state)`: the step outputs stacked along a new
+      leading time axis, and the state after the last step.
+
+    Raises:
+      TypeError: if `core` is not callable or `sequence_length` is not an
+        integer tensor.
+      ValueError: if `input_sequence` is empty, has inconsistent, zero or
+        statically unknown `T`, or `initial_state` does not match the state
+        structure the core returns.
+
+    >>> core = snt.LSTM(4)
+    >>> outputs, state = snt.static_unroll(
+    ...     core, tf.ones([6, 2, 3]), core.initial_state(2))
+    >>> outputs.shape
+    TensorShape([6, 2, 4])
+    """
+    _check_core(core)
+    tensors, steps = _check_input_sequence(input_sequence, static=True)
+    assert steps is not None
+    lengths = _check_sequence_length(sequence_length, tensors)
+    per_step = [tf.unstack(t, num=steps) for t in tensors]
+    alive = None if lengths is None else lstm_sequence.time_mask(steps, lengths)
+    alive_steps = None if alive is None else tf.unstack(alive, num=steps)
+    state = initial_state
+    columns: list[list[tf.Tensor]] | None = None
+    outputs: Any = None
+    for t in range(steps):
+        inputs = tf.nest.pack_sequence_as(input_sequence, [s[t] for s in per_step])
+        outputs, next_state = core(inputs, state)
+        if t == 0:
+            _check_same_structure(initial_state, next_state)
+        if alive_steps is not None:
+            next_state = _select(alive_steps[t], next_state, state)
+        state = next_state
+        flat = tf.nest.flatten(outputs)
+        if columns is None:
+            columns = [[] for _ in flat]
+        elif len(flat) != len(columns):
+            raise utils.bad_value(
+                "core",
+                "must return outputs of the same structure at every step",
+                outputs,
+            )
+        for column, value in zip(columns, flat):
+            column.append(value)
+    assert columns is not None
+    stacked = [tf.stack(column) for column in columns]
+    return _stack_outputs(outputs, stacked, alive), state
+
+
+def dynamic_unroll(
+    core: Core,
+    input_sequence: Any,
+    initial_state: Any,
+    sequence_length: Any = None,
+    parallel_iterations: int = 1,
+    swap_memory: bool = False,
+) -> tuple[Any, Any]:
+    """Unrolls `core` over `input_sequence` with a `tf.while_loop`.
+
+    The first step runs before the loop (it creates the core's variables and
+    fixes the output structure); the others run in a `tf.while_loop`, so the
+    graph has one copy of the step whatever `T` is, and `T` may be unknown
+    until run time. Eagerly the loop is a Python loop. For an `snt.LSTM` core
+    the input projection of all steps is one matmul and only the recurrence
+    runs in the loop.
+
+    Args:
+      core: An `snt.RNNCore` or any callable `(inputs, prev_state) ->
+        (outputs, next_state)`.
+      input_sequence: A nest of time-major tensors `[T, B, ...]` with the same
+        `T >= 1` (static or dynamic).
+      initial_state: The state before the first step.
+      sequence_length: Optional `[B]` integer tensor. Past a row's length its
+        outputs are zero and its state is carried through unchanged, so the
+        final state is the state after the row's last valid step (the
+        initial state for length 0). Scalar state leaves are never masked.
+        (The original Sonnet repeated the last valid output instead of
+        writing zeros.)
+      parallel_iterations: Positive int passed to `tf.while_loop` (default 1:
+        steps of a recurrence depend on each other anyway).
+      swap_memory: Passed to `tf.while_loop`: swap loop tensors to host
+        memory (default False).
+
+    Returns:
+      `(output_sequence, final_state)` as `snt.static_unroll`.
+
+    Raises:
+      TypeError: if `core` is not callable, `sequence_length` is not an
+        integer tensor or `parallel_iterations`/`swap_memory` have the wrong
+        type.
+      ValueError: as `snt.static_unroll`, except that an unknown `T` is fine.
+
+    >>> core = snt.GRU(4)
+    >>> outputs, state = snt.dynamic_unroll(
+    ...     core, tf.ones([6, 2, 3]), core.initial_state(2))
+    >>> outputs.shape, state.shape
+    (TensorShape([6, 2, 4]), TensorShape([2, 4]))
+    """
+    _check_core(core)
+    tensors, steps = _check_input_sequence(input_sequence, static=False)
+    lengths = _check_sequence_length(sequence_length, tensors)
+    parallel_iterations = _check_parallel_iterations(parallel_iterations)
+    if not isinstance(swap_memory, (bool, np.bool_)):
+        raise utils.bad_type("swap_memory", "must be a bool", swap_memory)
+    unroll = getattr(core, "_unroll_sequence", None)
+    if unroll is not None and not tf.nest.is_nested(input_sequence):
+        result = unroll(tensors[0], initial_state, lengths)
+        if result is not None:
+            return result
+    num_steps: Any = steps if steps is not None else tf.shape(tensors[0])[0]
+    arrays = [
+        tf.TensorArray(t.dtype, size=num_steps, element_shape=t.shape[1:]).unstack(t)
+        for t in tensors
+    ]
+    alive = None if lengths is None else lstm_sequence.time_mask(num_steps, lengths)
+    alive_steps = (
+        None
+        if alive is None
+        else tf.TensorArray(
+            tf.bool, size=num_steps, element_shape=alive.shape[1:]
+        ).unstack(alive)
+    )
+
+    def step(t: Any, state: Any) -> tuple[Any, Any]:
+        inputs = tf.nest.pack_sequence_as(input_sequence, [a.read(t) for a in arrays])
+        outputs, next_state = core(inputs, state)
+        _check_same_structure(initial_state, next_state)
+        if alive_steps is not None:
+            next_state = _select(alive_steps.read(t), next_state, state)
+        return outputs, next_state
+
+    first_outputs, state = step(0, initial_state)
+    flat_outputs = tf.nest.flatten(first_outputs)
+    output_arrays = [
+        tf.TensorArray(o.dtype, size=num_steps, element_shape=o.shape).write(0, o)
+        for o in flat_outputs
+    ]
+    # `None` leaves (e.g. unused dropout masks) cannot be loop variables: they
+    # are kept out of the loop and put back into the state at every step.
+    flat_state = tf.nest.flatten(state)
+    present = [i for i, leaf in enumerate(flat_state) if leaf is not None]
+
+    def rebuild(values: list[Any]) -> Any:
+        leaves: list[Any] = [None] * len(flat_state)
+        for i, value in zip(present, values):
+            leaves[i] = value
+        return tf.nest.pack_sequence_as(state, leaves)
+
+    def body(t: Any, values: list[Any], output_arrays: list[Any]) -> Any:
+        outputs, next_state = step(t, rebuild(values))
+        flat = tf.nest.flatten(outputs)
+        if len(flat) != len(output_arrays):
+            raise utils.bad_value(
+                "core",
+                "must return outputs of the same structure at every step",
+                outputs,
+            )
+        next_leaves = tf.nest.flatten(next_state)
+        return (
+            t + 1,
+            [next_leaves[i] for i in present],
+            [a.write(t, o) for a, o in zip(output_arrays, flat)],
+        )
+
+    _, values, output_arrays = tf.while_loop(
+        lambda t, *_: t < num_steps,
+        body,
+        (1, [flat_state[i] for i in present], output_arrays),
+        parallel_iterations=parallel_iterations,
+        swap_memory=swap_memory,
+        maximum_iterations=num_steps - 1,
+    )
+    stacked = [a.stack() for a in output_arrays]
+    return _stack_outputs(first_outputs, stacked, alive), rebuild(values)

@@ -1,0 +1,131 @@
+"""`snt.VanillaRNN`: the basic recurrent core `h' = activation(x W + h U + b)`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import initializers, linear, once, utils
+from sonnet._src.recurrent import base as rnn_base
+
+Initializer = Callable[[Any, Any], Any]
+
+
+class VanillaRNN(rnn_base.RNNCore):
+    """Basic recurrent core: `h' = activation(inputs @ W_i + h @ W_h + b)`.
+
+    The output and the next state are both `h'`. `W_i` and `W_h` are the `w`
+    of two bias-free `snt.Linear` submodules, `input_to_hidden` and
+    `hidden_to_hidden`; `b` belongs to the core. All are created on the first
+    call.
+
+    Args:
+      hidden_size: Size of the hidden state (a positive int).
+      activation: Elementwise nonlinearity (default `tf.tanh`).
+      w_i_init: Initializer of `W_i` `[input_size, hidden]`. Default
+        None: `snt.Linear`'s truncated normal, `stddev = 1/sqrt(input_size)`.
+      w_h_init: Initializer of `W_h` `[hidden, hidden]`. Default None:
+        truncated normal with `stddev = 1/sqrt(hidden)`.
+      b_init: Initializer of `b` `[hidden]`. Default zeros.
+      dtype: Dtype of the state and of the expected inputs (default float32).
+      name: Module name (default `vanilla_rnn`).
+
+    Shapes:
+      inputs `[B, input_size]`, state `[B, hidden]`, outputs `[B, hidden]`.
+
+    >>> rnn = snt.VanillaRNN(4)
+    >>> outputs, state = rnn(tf.ones([2, 3]), rnn.initial_state(2))
+    >>> outputs.shape
+    TensorShape([2, 4])
+    >>> for v in rnn.variables:
+    ...   print(v.name)
+    vanilla_rnn/b:0
+    vanilla_rnn/hidden_to_hidden/w:0
+    vanilla_rnn/input_to_hidden/w:0
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        activation: Callable[[tf.Tensor], tf.Tensor] = tf.tanh,
+        w_i_init: Initializer | None = None,
+        w_h_init: Initializer | None = None,
+        b_init: Initializer | None = None,
+        dtype: Any = tf.float32,
+        name: str | None = None,
+    ):
+        super().__init__(name)
+        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
+        rnn_base.check_callable("activation", activation, allow_none=False)
+        for argument, value in (
+            ("w_i_init", w_i_init),
+            ("w_h_init", w_h_init),
+            ("b_init", b_init),
+        ):
+            rnn_base.check_callable(argument, value)
+        self._activation = activation
+        self._b_init = initializers.Zeros() if b_init is None else b_init
+        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._input_to_hidden = linear.Linear(
+            self._hidden_size, with_bias=False, w_init=w_i_init, name="input_to_hidden"
+        )
+        self._hidden_to_hidden = linear.Linear(
+            self._hidden_size, with_bias=False, w_init=w_h_init, name="hidden_to_hidden"
+        )
+        self._state_spec = rnn_base.state_spec([self._hidden_size], self._dtype)
+        self._input_size: int | None = None
+
+    @once.once
+    def _initialize(self, inputs: tf.Tensor) -> None:
+        input_size = rnn_base.check_input_size(inputs, None)
+        self._b = tf.Variable(self._b_init([self._hidden_size], self._dtype), name="b")
+        self._input_size = input_size
+
+    def __call__(
+        self, inputs: tf.Tensor, prev_state: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step.
+
+        Args:
+          inputs: `[B, input_size]` tensor of the core's dtype.
+          prev_state: `[B, hidden]` tensor.
+
+        Returns:
+          `(outputs, next_state)`, both the new `[B, hidden]` hidden state.
+
+        Raises:
+          TypeError: if `inputs` or `prev_state` has another dtype.
+          ValueError: if `inputs` is not rank 2 or changed its last dimension
+            since the first call, or `prev_state` has the wrong shape.
+        """
+        inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
+        prev_state = rnn_base.check_state(
+            prev_state, self._state_spec, rnn_base.batch_dim(inputs)
+        )
+        rnn_base.check_input_size(inputs, self._input_size)
+        self._initialize(inputs)
+        outputs = self._activation(
+            self._input_to_hidden(inputs) + self._hidden_to_hidden(prev_state) + self._b
+        )
+        return outputs, outputs
+
+    def initial_state(self, batch_size: Any) -> tf.Tensor:
+        """Zeros of shape `[batch_size, hidden]`.
+
+        Args:
+          batch_size: An int or a scalar integer tensor.
+        """
+        batch_size = rnn_base.check_batch_size(batch_size)
+        return rnn_base.zeros(batch_size, [self._hidden_size], self._dtype)
+
+    @property
+    def input_to_hidden(self) -> tf.Variable:
+        """`W_i`, the `[input_size, hidden]` input weights."""
+        return self._input_to_hidden.w
+
+    @property
+    def hidden_to_hidden(self) -> tf.Variable:
+        """`W_h`, the `[hidden, hidden]` recurrent weights."""
+        return self._hidden_to_hidden.w
