@@ -26,6 +26,20 @@ from sonnet._src.linear import Linear
 from sonnet._src.metrics import Mean, Metric, Sum
 from sonnet._src.moving_averages import ExponentialMovingAverage
 from sonnet._src.once import once
+from sonnet._src.recurrent.base import LSTMState, RNNCore, UnrolledRNN
+from sonnet._src.recurrent.conv_lstm import Conv1DLSTM, Conv2DLSTM, Conv3DLSTM
+from sonnet._src.recurrent.deep import (
+    DeepRNN,
+    deep_rnn_with_residual_connections,
+    deep_rnn_with_skip_connections,
+)
+from sonnet._src.recurrent.dropout_wrapper import lstm_with_recurrent_dropout
+from sonnet._src.recurrent.gru import GRU
+from sonnet._src.recurrent.lstm import LSTM
+from sonnet._src.recurrent.trainable_state import TrainableState
+from sonnet._src.recurrent.unroll import dynamic_unroll, static_unroll
+from sonnet._src.recurrent.unrolled_lstm import UnrolledLSTM
+from sonnet._src.recurrent.vanilla import VanillaRNN
 from sonnet._src.reshape import Flatten, Reshape, flatten, reshape
 from sonnet._src.sequential import Sequential
 from sonnet._src.variable_table import format_variables, log_variables
@@ -38,35 +52,51 @@ __all__ = [
     "BatchNorm",
     "Bias",
     "Conv1D",
+    "Conv1DLSTM",
     "Conv1DTranspose",
     "Conv2D",
+    "Conv2DLSTM",
     "Conv2DTranspose",
     "Conv3D",
+    "Conv3DLSTM",
     "Conv3DTranspose",
+    "DeepRNN",
     "Deferred",
     "DepthwiseConv2D",
     "Dropout",
     "Embed",
     "ExponentialMovingAverage",
     "Flatten",
+    "GRU",
     "GroupNorm",
     "InstanceNorm",
+    "LSTM",
+    "LSTMState",
     "LayerNorm",
     "Linear",
     "Mean",
     "Metric",
     "Module",
     "Optimizer",
+    "RNNCore",
     "Reshape",
     "Sequential",
     "Sum",
+    "TrainableState",
+    "UnrolledLSTM",
+    "UnrolledRNN",
+    "VanillaRNN",
     "allow_empty_variables",
     "build",
+    "deep_rnn_with_residual_connections",
+    "deep_rnn_with_skip_connections",
+    "dynamic_unroll",
     "flatten",
     "format_variables",
     "initializers",
     "leaky_clip_by_value",
     "log_variables",
+    "lstm_with_recurrent_dropout",
     "merge_leading_dims",
     "nets",
     "no_name_scope",
@@ -76,6 +106,7 @@ __all__ = [
     "reshape",
     "scale_gradient",
     "split_leading_dim",
+    "static_unroll",
 ]
 
 # Keep the implementation package out of `snt`'s attributes (importing a
