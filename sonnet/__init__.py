@@ -5,6 +5,7 @@ private implementation package `sonnet._src`.
 """
 
 from sonnet import initializers as initializers
+from sonnet import mixed_precision as mixed_precision
 from sonnet import nets as nets
 from sonnet import pad as pad
 from sonnet import regularizers as regularizers
@@ -16,6 +17,7 @@ from sonnet._src.bias import Bias
 from sonnet._src.build import build
 from sonnet._src.conv import Conv1D, Conv2D, Conv3D
 from sonnet._src.conv_transpose import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
+from sonnet._src.custom_getter import custom_variable_getter
 from sonnet._src.deferred import Deferred
 from sonnet._src.depthwise_conv import DepthwiseConv2D
 from sonnet._src.dropout import Dropout
@@ -88,6 +90,7 @@ __all__ = [
     "VanillaRNN",
     "allow_empty_variables",
     "build",
+    "custom_variable_getter",
     "deep_rnn_with_residual_connections",
     "deep_rnn_with_skip_connections",
     "dynamic_unroll",
