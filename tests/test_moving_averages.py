@@ -1,0 +1,218 @@
+"""Tests for `snt.ExponentialMovingAverage`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sonnet as snt
+from tests.conformance import bad_input
+
+
+def _reference(values: list[np.ndarray], decay: float) -> list[np.ndarray]:
+    """Debiased EMA written out in NumPy (float64)."""
+    hidden = np.zeros_like(values[0], dtype=np.float64)
+    out = []
+    for t, v in enumerate(values, start=1):
+        hidden = decay * hidden + (1 - decay) * v
+        out.append(hidden / (1 - decay**t))
+    return out
+
+
+@pytest.mark.parametrize("decay", [0.0, 0.5, 0.9, 0.99])
+def test_matches_numpy(decay):
+    rng = np.random.default_rng(1)
+    values = [rng.normal(size=[2, 3]).astype(np.float32) for _ in range(10)]
+    ema = snt.ExponentialMovingAverage(decay)
+    for value, expected in zip(values, _reference(values, decay), strict=True):
+        np.testing.assert_allclose(ema(tf.constant(value)), expected, rtol=1e-4)
+    np.testing.assert_allclose(ema.value, _reference(values, decay)[-1], rtol=1e-4)
+
+
+def test_documented_example_and_first_update_is_exact():
+    ema = snt.ExponentialMovingAverage(decay=0.5)
+    assert float(ema(3.0)) == 3.0
+    assert float(ema(6.0)) == 5.0
+    ema = snt.ExponentialMovingAverage(decay=0.999)
+    np.testing.assert_allclose(ema(tf.constant([1.25, -7.0])), [1.25, -7.0], 1e-4)
+
+
+def test_hidden_is_biased_and_average_debiased():
+    ema = snt.ExponentialMovingAverage(decay=0.9)
+    ema(tf.constant(10.0))
+    np.testing.assert_allclose(ema._hidden.numpy(), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(ema.average.numpy(), 10.0, rtol=1e-6)
+    assert int(ema._counter) == 1
+
+
+def test_variables_names_order_and_checkpoint_paths(tmp_path):
+    ema = snt.ExponentialMovingAverage(0.9)
+    # `_counter` exists from the constructor; the rest after the first update.
+    assert [v.name for v in ema.variables] == ["exponential_moving_average/counter:0"]
+    assert ema._hidden is None and ema.average is None
+    ema(tf.ones([2]))
+    assert [v.name for v in ema.variables] == [
+        "exponential_moving_average/counter:0",
+        "exponential_moving_average/hidden:0",
+        "exponential_moving_average/average:0",
+    ]
+    assert [(v.shape, v.dtype) for v in ema.variables] == [
+        ((), tf.int64),
+        ((2,), tf.float32),
+        ((2,), tf.float32),
+    ]
+    assert not any(v.trainable for v in ema.variables)
+    path = tf.train.Checkpoint(module=ema).write(str(tmp_path / "ckpt"))
+    keys = sorted(
+        name.split("/")[1]
+        for name, _ in tf.train.list_variables(path)
+        if name.startswith("module/")
+    )
+    assert keys == ["_counter", "_hidden", "average"]
+
+
+def test_custom_name():
+    ema = snt.ExponentialMovingAverage(0.9, name="moving_mean")
+    ema(1.0)
+    assert ema.average.name == "moving_mean/average:0"
+
+
+def test_initialize_creates_zero_state_without_counting():
+    ema = snt.ExponentialMovingAverage(0.9)
+    ema.initialize(tf.ones([1, 3]))
+    assert int(ema._counter) == 0
+    np.testing.assert_array_equal(ema.value, np.zeros([1, 3]))
+    np.testing.assert_allclose(ema(tf.fill([1, 3], 2.0)), np.full([1, 3], 2.0), 1e-5)
+
+
+def test_reset():
+    ema = snt.ExponentialMovingAverage(0.5)
+    ema(tf.constant([4.0]))
+    ema(tf.constant([8.0]))
+    ema.reset()
+    assert int(ema._counter) == 0
+    np.testing.assert_array_equal(ema._hidden, [0.0])
+    np.testing.assert_array_equal(ema.average, [0.0])
+    np.testing.assert_allclose(ema(tf.constant([1.0])), [1.0], 1e-6)
+
+
+def test_reset_before_update():
+    ema = snt.ExponentialMovingAverage(0.5)
+    ema._counter.assign(3)
+    ema.reset()
+    assert int(ema._counter) == 0 and ema.average is None
+
+
+def test_value_before_update():
+    with pytest.raises(ValueError, match="has no value before its first `update"):
+        _ = snt.ExponentialMovingAverage(0.5).value
+
+
+def test_python_integers_become_float32():
+    ema = snt.ExponentialMovingAverage(0.5)
+    assert float(ema(3)) == 3.0
+    assert ema.average.dtype == tf.float32
+    assert float(ema(5)) == pytest.approx(13 / 3)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float64])
+def test_follows_first_value_dtype(dtype):
+    ema = snt.ExponentialMovingAverage(0.5)
+    out = ema(tf.constant([2.0], dtype))
+    assert out.dtype == dtype and ema._hidden.dtype == dtype
+
+
+def test_tensor_decay():
+    decay = tf.Variable(0.5)
+    ema = snt.ExponentialMovingAverage(decay)
+    ema(tf.constant(3.0, tf.float64))
+    assert float(ema(tf.constant(6.0, tf.float64))) == 5.0
+    decay.assign(0.0)
+    assert float(ema(tf.constant(1.0, tf.float64))) == 1.0
+
+
+def test_in_tf_function_creates_variables_on_first_trace():
+    ema = snt.ExponentialMovingAverage(0.5)
+    step = tf.function(ema)
+    step(tf.constant([3.0]))
+    np.testing.assert_array_equal(step(tf.constant([6.0])), [5.0])
+    assert len(ema.variables) == 3
+
+
+@pytest.mark.parametrize(
+    "decay, error",
+    [
+        (-0.1, ValueError),
+        (1.5, ValueError),
+        (float("nan"), ValueError),
+        ("0.9", TypeError),
+        (None, TypeError),
+        (True, TypeError),
+        ([0.9], TypeError),
+        (tf.constant(1), TypeError),
+        (tf.constant([0.9, 0.9]), TypeError),
+    ],
+)
+def test_bad_decay(decay, error):
+    with pytest.raises(error, match="`decay` must be a"):
+        snt.ExponentialMovingAverage(decay)
+
+
+@pytest.mark.parametrize("decay", [0, 1, 0.5, np.float32(0.9)])
+def test_decay_bounds_accepted(decay):
+    assert snt.ExponentialMovingAverage(decay)._decay == decay
+
+
+@pytest.mark.parametrize(
+    "bad, error, fragment",
+    [
+        (tf.ones([3]), ValueError, "must have the shape of the first value"),
+        (tf.ones([]), ValueError, "must have the shape of the first value"),
+        (tf.ones([2], tf.float64), TypeError, "must have the dtype of the first"),
+        (tf.constant([1, 2]), TypeError, "must have a floating point dtype"),
+        (tf.constant([True, False]), TypeError, "must have a floating point dtype"),
+        ("ab", TypeError, "must be convertible to a float32 tensor"),
+    ],
+)
+def test_bad_value_after_build_leaves_state_unchanged(bad, error, fragment):
+    ema = snt.ExponentialMovingAverage(0.9)
+    ema(tf.ones([2]))
+    before = bad_input.snapshot(ema)
+    with pytest.raises(error, match=fragment):
+        ema(bad)
+    bad_input.assert_unchanged(ema, before)
+
+
+@pytest.mark.parametrize(
+    "bad", [tf.constant([1, 2]), tf.constant(["a"]), tf.constant([1j]), None]
+)
+def test_bad_first_value(bad):
+    ema = snt.ExponentialMovingAverage(0.9)
+    with pytest.raises(TypeError, match="`value`"):
+        ema(bad)
+    assert int(ema._counter) == 0 and ema.average is None
+    np.testing.assert_allclose(ema(tf.ones([2])), np.ones(2), 1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(decay=bad_input.junk())
+def test_junk_decay(decay):
+    ok, ema = bad_input.outcome(lambda: snt.ExponentialMovingAverage(decay), ["decay"])
+    if ok:
+        out = float(ema(2.0))
+        assert out == pytest.approx(2.0) or decay == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(value=bad_input.junk(), built=st.booleans())
+def test_junk_values(value, built):
+    ema = snt.ExponentialMovingAverage(0.9)
+    if built:
+        ema(tf.zeros([2, 2]))
+    before = bad_input.snapshot(ema)
+    ok, _ = bad_input.outcome(lambda: ema(value), ["value"])
+    if not ok:
+        bad_input.assert_unchanged(ema, before)
