@@ -1,0 +1,68 @@
+"""PNG plots for the examples (matplotlib's Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def save_curve(path: str, values: Sequence[float], ylabel: str, title: str) -> None:
+    """Plots one value per step, with a moving average to show the trend."""
+    values = np.asarray(values, dtype=np.float64)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(values, alpha=0.3, label="per step")
+    window = max(1, len(values) // 50)
+    if len(values) >= window:
+        smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+        ax.plot(np.arange(window - 1, len(values)), smooth, label=f"mean of {window}")
+    if np.all(values > 0):
+        ax.set_yscale("log")  # Shows progress long after the first fast drop.
+    ax.set(xlabel="step", ylabel=ylabel, title=title)
+    ax.legend()
+    _save(fig, path)
+
+
+def save_image_grid(
+    path: str,
+    images: np.ndarray,
+    columns: int,
+    titles: Sequence[str] | None = None,
+    title_colors: Sequence[str] | None = None,
+    row_labels: Sequence[str] | None = None,
+) -> None:
+    """Writes `images` (`[N, H, W]` or `[N, H, W, C]`, values in [0, 1]) as a grid."""
+    images = np.clip(np.asarray(images, dtype=np.float32), 0.0, 1.0)
+    if images.ndim == 4 and images.shape[-1] == 1:
+        images = images[..., 0]
+    rows = -(-len(images) // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(columns * 1.1, rows * 1.25), squeeze=False
+    )
+    for i, ax in enumerate(axes.flat):
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if i >= len(images):
+            ax.axis("off")
+            continue
+        ax.imshow(images[i], cmap="gray", vmin=0.0, vmax=1.0)
+        if titles is not None:
+            color = title_colors[i] if title_colors is not None else "black"
+            ax.set_title(titles[i], fontsize=8, color=color)
+    if row_labels is not None:
+        for label, ax in zip(row_labels, axes[:, 0]):
+            ax.set_ylabel(label, fontsize=8)
+    _save(fig, path)
+
+
+def _save(fig: plt.Figure, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
