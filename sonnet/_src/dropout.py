@@ -140,13 +140,21 @@ class Dropout(base.Module):
         if isinstance(noise_shape, tuple):
             self._check_noise_shape_fits(x.shape, noise_shape)
         try:
-            return tf.nn.dropout(
+            outputs = tf.nn.dropout(
                 x, rate=self._rate, noise_shape=noise_shape, seed=self._seed
             )
         except _OP_ERRORS as e:
             raise utils.bad_value(
                 "noise_shape", f"must broadcast to the shape of `x` ({e})", noise_shape
             ) from e
+        if not outputs.shape.is_compatible_with(x.shape):
+            # A tensor `noise_shape` that broadcast `x` up.
+            raise utils.bad_value(
+                "noise_shape",
+                f"must broadcast to the shape of `x` ({x.shape}) without growing it",
+                noise_shape,
+            )
+        return outputs
 
     @base.no_name_scope
     def _check_noise_shape_fits(
