@@ -4,9 +4,11 @@ Use as `import sonnet as snt`. Everything public is re-exported here from the
 private implementation package `sonnet._src`.
 """
 
+from sonnet import distribute as distribute
 from sonnet import initializers as initializers
 from sonnet import mixed_precision as mixed_precision
 from sonnet import nets as nets
+from sonnet import optimizers as optimizers
 from sonnet import pad as pad
 from sonnet import regularizers as regularizers
 from sonnet._src.axis_norm import InstanceNorm, LayerNorm
@@ -93,6 +95,7 @@ __all__ = [
     "custom_variable_getter",
     "deep_rnn_with_residual_connections",
     "deep_rnn_with_skip_connections",
+    "distribute",
     "dynamic_unroll",
     "flatten",
     "format_variables",
@@ -104,6 +107,7 @@ __all__ = [
     "nets",
     "no_name_scope",
     "once",
+    "optimizers",
     "pad",
     "regularizers",
     "reshape",

@@ -1,0 +1,1 @@
+"""Distribution helpers: replica-local strategies and cross-replica batch norm."""

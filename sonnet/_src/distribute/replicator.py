@@ -1,0 +1,271 @@
+"""`Replicator` / `TpuReplicator`: strategies whose variables are replica-local.
+
+Sonnet's training model under data parallelism is "every replica runs the same
+program on its shard of the batch, the user all-reduces the gradients, every
+replica applies the same update to its own copy of the variables". TensorFlow's
+`MirroredStrategy` instead makes variables *mirrored*: writes from a replica
+must be aggregated, which is the job of Keras optimizers. The two strategies
+here only change how variables are created inside `scope()` (and therefore
+inside `run`, which enters `scope()`): by default they are replica-local
+(`ON_READ` synchronization), so each replica updates its own copy, and a read
+from cross-replica context returns the first replica's value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import tensorflow as tf
+
+from sonnet._src import initializers
+
+T = TypeVar("T")
+
+
+def replica_local_creator(
+    next_creator: Callable[..., tf.Variable], **kwargs: Any
+) -> tf.Variable:
+    """Variable creator that makes variables replica-local unless told otherwise.
+
+    Only variables that left `synchronization` at `AUTO` are changed: they
+    become `ON_READ`, with aggregation `ONLY_FIRST_REPLICA` (if `NONE` was
+    asked) and trainable by default. Explicit settings are kept, including
+    `trainable=False`.
+    """
+    if kwargs.get("synchronization") == tf.VariableSynchronization.AUTO:
+        kwargs["synchronization"] = tf.VariableSynchronization.ON_READ
+        if kwargs.get("aggregation") in (None, tf.VariableAggregation.NONE):
+            kwargs["aggregation"] = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        if kwargs.get("trainable") is None:
+            kwargs["trainable"] = True
+    return next_creator(**kwargs)
+
+
+# `MirroredStrategy` names the copies of a variable `<name>/replica_<i>/`.
+_COPY_NAME = re.compile(r"^(.+)/replica_[1-9][0-9]*/$")
+
+
+class _CopyInitialValues(threading.local):
+    """Lets the copies of a variable made inside `tf.function` share its
+    initial value, so that `tf.function` can lift their initialization.
+
+    Inside a `tf.function`, `MirroredStrategy` initializes copy `i > 0` of a
+    new variable by *reading* copy 0, which is a captured input of the
+    function. `tf.function` cannot lift such an initializer out of the
+    function, so it falls back to initializing variables under a `tf.cond`
+    on every call; TensorFlow (2.21) then fails at run time with "You must
+    feed a value for placeholder tensor" as soon as the same first call also
+    all-reduces (e.g. `CrossReplicaBatchNorm` in training, or gradients).
+    This creator sits below the strategy's own: it remembers the initial
+    value given to copy 0 and hands the same tensor to the other copies,
+    which is liftable (and gives identical values, random ones included).
+    Anything it does not recognise is passed through unchanged.
+    """
+
+    name: str | None = None
+    value: tf.Tensor | None = None
+
+    def __call__(
+        self, next_creator: Callable[..., tf.Variable], **kwargs: Any
+    ) -> tf.Variable:
+        if not tf.inside_function():
+            return next_creator(**kwargs)
+        initial_value = kwargs.get("initial_value")
+        name = kwargs.get("name")
+        match = _COPY_NAME.match(name) if isinstance(name, str) else None
+        if match is not None and callable(initial_value):
+            if self.value is not None and match.group(1) == self.name:
+                kwargs["initial_value"] = tf.identity(self.value)
+            return next_creator(**kwargs)
+        variable = next_creator(**kwargs)
+        if isinstance(initial_value, tf.Tensor) and tf.is_symbolic_tensor(
+            initial_value
+        ):
+            self.name, self.value = variable.name.split(":")[0], initial_value
+        else:
+            self.name = self.value = None
+        return variable
+
+
+_copy_initial_values = _CopyInitialValues()
+
+
+@contextlib.contextmanager
+def _replica_local_scope(parent: Any) -> Iterator[None]:
+    with (
+        tf.variable_creator_scope(_copy_initial_values),
+        parent,
+        tf.variable_creator_scope(replica_local_creator),
+    ):
+        yield
+
+
+class Replicator(tf.distribute.MirroredStrategy):
+    """A `MirroredStrategy` whose variables are replica-local.
+
+    Use it exactly like `tf.distribute.MirroredStrategy` (same constructor,
+    `run`, `reduce`, `experimental_local_results`, ...). The difference is in
+    `scope()`: variables created there (or inside `run`) default to one
+    independent copy per replica, so Sonnet modules and optimizers behave
+    inside the strategy exactly as outside it. Keep the copies in sync by
+    all-reducing gradients before applying them, e.g. with
+    `tf.distribute.get_replica_context().all_reduce("mean", grads)`.
+
+    Args:
+      devices: Device strings to replicate over; default all local GPUs (or
+        the CPU when there are none), as for `MirroredStrategy`.
+      cross_device_ops: Optional `tf.distribute.CrossDeviceOps` used for
+        all-reduces; default lets TensorFlow choose.
+
+    >>> replicator = snt.distribute.Replicator(["/cpu:0"])
+    >>> with replicator.scope():
+    ...   v = tf.Variable(1.0)
+    >>> v.trainable, v.synchronization == tf.VariableSynchronization.ON_READ
+    (True, True)
+    """
+
+    def __init__(
+        self,
+        devices: list[str] | None = None,
+        cross_device_ops: tf.distribute.CrossDeviceOps | None = None,
+    ):
+        super().__init__(devices=devices, cross_device_ops=cross_device_ops)
+
+    def scope(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+        """Enters the strategy and makes new variables replica-local.
+
+        Returns:
+          A context manager; inside it `tf.Variable`s are created as
+          replica-local variables of this strategy.
+        """
+        return _replica_local_scope(super().scope())
+
+
+class TpuReplicator(tf.distribute.TPUStrategy):
+    """A `tf.distribute.TPUStrategy` whose variables are replica-local.
+
+    The TPU counterpart of `snt.distribute.Replicator` (same `scope()`
+    behaviour). It needs a TPU, takes the same arguments as
+    `tf.distribute.TPUStrategy` (e.g. a `TPUClusterResolver`), and, like any
+    TPU strategy, `run` must be called inside a `tf.function`.
+
+    >>> issubclass(snt.distribute.TpuReplicator, tf.distribute.TPUStrategy)
+    True
+    """
+
+    def scope(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+        """Enters the strategy and makes new variables replica-local."""
+        return _replica_local_scope(super().scope())
+
+
+def eager_variable_creator(
+    next_creator: Callable[..., tf.Variable], **kwargs: Any
+) -> tf.Variable:
+    """Creates the variable outside any graph if its initial value allows.
+
+    That is when the initial value is an eager tensor or a graph tensor whose
+    value is known statically (e.g. zeros); other variables are created
+    normally.
+    """
+    initial_value = kwargs.get("initial_value")
+    if isinstance(initial_value, tf.Tensor) and tf.inside_function():
+        if tf.is_symbolic_tensor(initial_value):
+            value = tf.get_static_value(initial_value)
+            if value is None:
+                return next_creator(**kwargs)
+            with tf.init_scope():
+                kwargs["initial_value"] = tf.constant(value, initial_value.dtype)
+                return next_creator(**kwargs)
+        with tf.init_scope():
+            return next_creator(**kwargs)
+    return next_creator(**kwargs)
+
+
+def _initializer_classes() -> list[type]:
+    """Every subclass of `snt.initializers.Initializer` defining `__call__`."""
+    found: list[type] = []
+    pending = list(initializers.Initializer.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "__call__" in cls.__dict__ and cls not in found:
+            found.append(cls)
+    return found
+
+
+def _eager_call(call: Callable[..., tf.Tensor]) -> Callable[..., tf.Tensor]:
+    @functools.wraps(call)
+    def wrapper(self: Any, shape: Any, dtype: Any) -> tf.Tensor:
+        if tf.executing_eagerly():
+            return call(self, shape, dtype)
+        try:
+            with tf.init_scope():
+                return call(self, shape, dtype)
+        except (TypeError, ValueError, tf.errors.OpError):
+            # E.g. a shape computed from a graph tensor: stay in the graph.
+            return call(self, shape, dtype)
+
+    wrapper.__snt_eager_call__ = call  # type: ignore[attr-defined]
+    return wrapper
+
+
+# Patching classes is process-wide; serialize the patch/unpatch windows.
+_PATCH_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _eager_initializers() -> Iterator[None]:
+    with _PATCH_LOCK:
+        patched = []
+        try:
+            for cls in _initializer_classes():
+                call = cls.__dict__["__call__"]
+                if getattr(call, "__snt_eager_call__", None) is None:
+                    cls.__call__ = _eager_call(call)  # type: ignore[method-assign]
+                    patched.append((cls, call))
+            yield
+        finally:
+            for cls, call in patched:
+                cls.__call__ = call  # type: ignore[method-assign]
+
+
+def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
+    """Wraps `f` so that variables it creates get their initial values eagerly.
+
+    Inside a `tf.function` (and especially on TPU), a variable's initializer
+    normally becomes part of the traced graph and must be lifted out of it.
+    While the wrapper runs `f`: Sonnet initializers (`snt.initializers.*`)
+    compute their values eagerly (outside the graph) when they can, and a
+    variable whose initial value is a constant of the graph is created
+    eagerly from that constant. Initial values that depend on the function's
+    inputs are left alone. Results are the same as without the wrapper.
+
+    Initializer classes are patched process-wide while `f` runs; do not rely
+    on initializers behaving differently in another thread at that time.
+
+    Args:
+      f: Any callable, typically a step function run under `tf.function`.
+
+    Returns:
+      A callable with the signature of `f`.
+
+    >>> mod = snt.Linear(3)
+    >>> @tf.function
+    ... @snt.distribute.create_variables_eagerly
+    ... def step(x):
+    ...   return mod(x)
+    >>> step(tf.ones([1, 2])).shape
+    TensorShape([1, 3])
+    """
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        with _eager_initializers(), tf.variable_creator_scope(eager_variable_creator):
+            return f(*args, **kwargs)
+
+    return wrapper

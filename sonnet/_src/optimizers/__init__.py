@@ -1,0 +1,1 @@
+"""Sonnet optimizers: SGD, Momentum, Adam and RMSProp as `snt.Optimizer`s."""

@@ -1,0 +1,191 @@
+"""Adam (arXiv:1412.6980)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import base, once
+from sonnet._src.optimizers import optimizer_utils as opt_utils
+
+
+class Adam(base.Optimizer):
+    """Adam: per-parameter step sizes from running moments of the updates.
+
+    Each `apply` first increments `step` (`t`), then per parameter::
+
+      m = beta1 * m + (1 - beta1) * update
+      v = beta2 * v + (1 - beta2) * update ** 2
+      m_hat = m / (1 - beta1 ** t)
+      v_hat = v / (1 - beta2 ** t)
+      parameter -= learning_rate * m_hat / (sqrt(v_hat) + epsilon)
+
+    (`epsilon` is added after bias correction, as in the paper.) Dense
+    updates use TensorFlow's fused Adam kernel with `epsilon` rescaled by
+    `sqrt(1 - beta2 ** t)`, which is the same rule written differently.
+
+    Variables: `step` (int64 scalar `adam/t`, created in the constructor) and,
+    created on the first `apply` (one per parameter, matched by position
+    afterwards), the lists `m` and `v` (variable names
+    `adam/m/<parameter name>`, `adam/v/<parameter name>`). A
+    `tf.IndexedSlices` update (repeated indices summed) updates only the
+    indexed rows of the parameter, `m` and `v`.
+
+    Args:
+      learning_rate: Step size; default 0.001 (the paper's). A real number,
+        scalar tensor or `tf.Variable` (tracked; assign it to change it).
+      beta1: Decay of the first moment, in [0, 1); default 0.9.
+      beta2: Decay of the second moment, in [0, 1); default 0.999.
+      epsilon: Added to the denominator for stability; default 1e-8.
+      name: Module name; default `"adam"`.
+
+    All hyper-parameters are cast to each update's dtype.
+
+    >>> w = tf.Variable([1.0, 2.0])
+    >>> opt = snt.optimizers.Adam(learning_rate=0.001)
+    >>> opt.apply([tf.constant([5.0, 5.0])], [w])
+    >>> w.numpy(), int(opt.step)
+    (array([0.999, 1.999], dtype=float32), 1)
+    """
+
+    def __init__(
+        self,
+        learning_rate: Any = 0.001,
+        beta1: Any = 0.9,
+        beta2: Any = 0.999,
+        epsilon: Any = 1e-8,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
+        opt_utils.check_hyperparameter(
+            "beta1", beta1, minimum=0, maximum=1, maximum_inclusive=False
+        )
+        opt_utils.check_hyperparameter(
+            "beta2", beta2, minimum=0, maximum=1, maximum_inclusive=False
+        )
+        opt_utils.check_hyperparameter("epsilon", epsilon, minimum=0)
+        self.learning_rate = learning_rate
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="t")
+        self.m: list[tf.Variable] = []
+        self.v: list[tf.Variable] = []
+
+    @once.once
+    def _initialize(self, parameters: Sequence[tf.Variable]) -> None:
+        with tf.name_scope("m"):
+            self.m.extend(opt_utils.slot_like(p) for p in parameters)
+        with tf.name_scope("v"):
+            self.v.extend(opt_utils.slot_like(p) for p in parameters)
+
+    @tf.autograph.experimental.do_not_convert
+    def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
+        """Applies `updates` to `parameters` (one per parameter, None skips).
+
+        Args:
+          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
+            (row updates) or None, one per parameter, same dtype.
+          parameters: The floating point `tf.Variable`s to update; pass the same
+            list, in the same order, on every call.
+
+        Raises:
+          ValueError / TypeError: naming the offending entry, before any
+            variable is modified.
+        """
+        checked = opt_utils.check_updates_parameters(updates, parameters)
+        self._initialize(parameters)
+        opt_utils.check_same_parameters(parameters, self.m)
+        self.step.assign_add(1, read_value=False)
+        step = tf.convert_to_tensor(self.step)
+
+        def hyper(dtype: tf.DType) -> tuple[tf.Tensor, ...]:
+            t = tf.cast(step, dtype)
+            beta1 = tf.cast(self.beta1, dtype)
+            beta2 = tf.cast(self.beta2, dtype)
+            epsilon = tf.cast(self.epsilon, dtype)
+            beta2_power = tf.pow(beta2, t)
+            return (
+                tf.cast(self.learning_rate, dtype),
+                beta1,
+                beta2,
+                epsilon,
+                tf.pow(beta1, t),
+                beta2_power,
+                # The fused kernel's epsilon, see `_adam_rule`.
+                epsilon * tf.sqrt(1 - beta2_power),
+            )
+
+        cache = opt_utils.CastCache(hyper)
+        opt_utils.for_each_update(
+            lambda p, g, m, v: _adam_rule(p, g, m, v, *cache(p.dtype)),
+            checked,
+            parameters,
+            self.m,
+            self.v,
+        )
+
+
+def _adam_rule(
+    parameter: tf.Variable,
+    update: Any,
+    m_slot: tf.Variable,
+    v_slot: tf.Variable,
+    lr: tf.Tensor,
+    beta1: tf.Tensor,
+    beta2: tf.Tensor,
+    epsilon: tf.Tensor,
+    beta1_power: tf.Tensor,
+    beta2_power: tf.Tensor,
+    fused_epsilon: tf.Tensor,
+) -> None:
+    param, m, v = opt_utils.Ref(parameter), opt_utils.Ref(m_slot), opt_utils.Ref(v_slot)
+    if isinstance(update, tf.IndexedSlices):
+        # TensorFlow has no sparse Adam kernel: update the touched rows.
+        values, indices = opt_utils.deduplicate(update)
+        new_m = beta1 * m.gather(indices) + (1 - beta1) * values
+        new_v = beta2 * v.gather(indices) + (1 - beta2) * tf.square(values)
+        m.scatter_update(indices, new_m)
+        v.scatter_update(indices, new_v)
+        param.scatter_sub(
+            indices, _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
+        )
+    elif opt_utils.fused(param, m, v):
+        # The kernel computes lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + e),
+        # which with e = epsilon * sqrt(1 - b2^t) is the rule above rearranged.
+        tf.raw_ops.ResourceApplyAdam(
+            var=param.handle,
+            m=m.handle,
+            v=v.handle,
+            beta1_power=beta1_power,
+            beta2_power=beta2_power,
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=fused_epsilon,
+            grad=update,
+        )
+    else:
+        new_m = beta1 * m.read() + (1 - beta1) * update
+        new_v = beta2 * v.read() + (1 - beta2) * tf.square(update)
+        m.assign(new_m)
+        v.assign(new_v)
+        param.assign_sub(
+            _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
+        )
+
+
+def _adam_step(
+    m: tf.Tensor,
+    v: tf.Tensor,
+    lr: tf.Tensor,
+    epsilon: tf.Tensor,
+    beta1_power: tf.Tensor,
+    beta2_power: tf.Tensor,
+) -> tf.Tensor:
+    m_hat = m / (1 - beta1_power)
+    v_hat = v / (1 - beta2_power)
+    return lr * m_hat / (tf.sqrt(v_hat) + epsilon)

@@ -1,0 +1,140 @@
+"""SGD with (optionally Nesterov) momentum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import base, once
+from sonnet._src.optimizers import optimizer_utils as opt_utils
+
+
+class Momentum(base.Optimizer):
+    """SGD with momentum (Polyak's heavy ball, or Nesterov's variant).
+
+    Per parameter, with an accumulator `acc` (starts at zero)::
+
+      acc = momentum * acc + update
+      parameter -= learning_rate * (momentum * acc + update)  # Nesterov
+      parameter -= learning_rate * acc                        # otherwise
+
+    The accumulators are created on the first `apply` (one per parameter of
+    that call, matched by position afterwards), in the list
+    `accumulated_momentum` (checkpoint paths `accumulated_momentum/<i>`,
+    variable names `momentum/accumulated_momentum/<parameter name>`).
+    `tf.IndexedSlices` updates (repeated indices summed) update only the
+    indexed rows of the parameter and of its accumulator.
+
+    Args:
+      learning_rate: Step size: real number, scalar tensor or `tf.Variable`
+        (tracked; assign it to change it). Cast to each update's dtype.
+      momentum: Decay of the accumulator, same kinds of values; 0 gives SGD.
+      use_nesterov: Python bool: use Nesterov momentum
+        (arXiv:1212.0901); default False.
+      name: Module name; default `"momentum"`.
+
+    >>> w = tf.Variable([1.0])
+    >>> opt = snt.optimizers.Momentum(learning_rate=0.1, momentum=0.9)
+    >>> for _ in range(2):
+    ...   opt.apply([tf.constant([1.0])], [w])
+    >>> w.numpy(), opt.accumulated_momentum[0].numpy()
+    (array([0.71], dtype=float32), array([1.9], dtype=float32))
+    """
+
+    def __init__(
+        self,
+        learning_rate: Any,
+        momentum: Any,
+        use_nesterov: bool = False,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
+        opt_utils.check_hyperparameter("momentum", momentum, minimum=0)
+        opt_utils.check_bool("use_nesterov", use_nesterov)
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.use_nesterov = bool(use_nesterov)
+        self.accumulated_momentum: list[tf.Variable] = []
+
+    @once.once
+    def _initialize(self, parameters: Sequence[tf.Variable]) -> None:
+        with tf.name_scope("accumulated_momentum"):
+            self.accumulated_momentum.extend(opt_utils.slot_like(p) for p in parameters)
+
+    @tf.autograph.experimental.do_not_convert
+    def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
+        """Applies `updates` to `parameters` (one per parameter, None skips).
+
+        Args:
+          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
+            (row updates) or None, one per parameter, same dtype.
+          parameters: The floating point `tf.Variable`s to update; pass the same
+            list, in the same order, on every call.
+
+        Raises:
+          ValueError / TypeError: naming the offending entry, before any
+            variable is modified.
+        """
+        checked = opt_utils.check_updates_parameters(updates, parameters)
+        self._initialize(parameters)
+        opt_utils.check_same_parameters(parameters, self.accumulated_momentum)
+        hyper = opt_utils.CastCache(
+            lambda dtype: (
+                tf.cast(self.learning_rate, dtype),
+                tf.cast(self.momentum, dtype),
+            )
+        )
+        nesterov = self.use_nesterov
+        opt_utils.for_each_update(
+            lambda p, g, acc: _momentum_rule(
+                p, g, acc, *hyper(p.dtype), nesterov=nesterov
+            ),
+            checked,
+            parameters,
+            self.accumulated_momentum,
+        )
+
+
+def _momentum_rule(
+    parameter: tf.Variable,
+    update: Any,
+    accumulator: tf.Variable,
+    lr: tf.Tensor,
+    mu: tf.Tensor,
+    nesterov: bool,
+) -> None:
+    param, acc = opt_utils.Ref(parameter), opt_utils.Ref(accumulator)
+    fused = opt_utils.fused(param, acc)
+    if isinstance(update, tf.IndexedSlices):
+        values, indices = opt_utils.deduplicate(update)
+        if fused:
+            tf.raw_ops.ResourceSparseApplyMomentum(
+                var=param.handle,
+                accum=acc.handle,
+                lr=lr,
+                grad=values,
+                indices=indices,
+                momentum=mu,
+                use_nesterov=nesterov,
+            )
+            return
+        new_acc = mu * acc.gather(indices) + values
+        acc.scatter_update(indices, new_acc)
+        step = lr * (mu * new_acc + values) if nesterov else lr * new_acc
+        param.scatter_sub(indices, step)
+    elif fused:
+        tf.raw_ops.ResourceApplyMomentum(
+            var=param.handle,
+            accum=acc.handle,
+            lr=lr,
+            grad=update,
+            momentum=mu,
+            use_nesterov=nesterov,
+        )
+    else:
+        new_acc = mu * acc.read() + update
+        acc.assign(new_acc)
+        param.assign_sub(lr * (mu * new_acc + update) if nesterov else lr * new_acc)

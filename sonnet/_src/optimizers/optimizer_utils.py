@@ -1,0 +1,413 @@
+"""Shared machinery of the Sonnet optimizers: validation, routing, variable access.
+
+Every optimizer's `apply(updates, parameters)` does the same three things:
+
+1. validate *everything* (strategy, lengths, types, dtypes, shapes, sparse
+   indices) before touching any variable, so a bad call changes nothing;
+2. create slot variables on the first call;
+3. update each (parameter, update, slots...) group with a per-variable rule.
+
+Step 3 runs either directly (plain variables, or replica-local variables from
+inside `strategy.run`) or, for distributed variables seen from cross-replica
+context, once per replica copy through `strategy.extended.update`. The rule
+itself receives plain per-device variables and works on their resource
+handles, so it can use TensorFlow's fused `ResourceApply*` kernels and raw
+gather/scatter ops (which replica-local variables do not offer as methods).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import utils
+from sonnet._src.distribute import replicator
+
+# Dtypes for which the fused `ResourceApply*` kernels exist on every device.
+FUSED_DTYPES = frozenset({tf.float16, tf.float32, tf.float64})
+
+Update = tf.Tensor | tf.IndexedSlices | None
+
+
+# ---------------------------------------------------------------------------
+# Constructor checks.
+
+
+def check_hyperparameter(
+    argument: str,
+    value: Any,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    maximum_inclusive: bool = True,
+) -> None:
+    """Checks a hyper-parameter: a real number in range or a scalar tensor.
+
+    Tensors and `tf.Variable`s are accepted whatever their value (a schedule
+    may assign them later); only their dtype and rank are checked.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)):
+        dtype = tf.as_dtype(value.dtype)
+        if not (dtype.is_floating or dtype.is_integer) or dtype.is_bool:
+            raise utils.bad_type(argument, "must have a real numeric dtype", value)
+        if tf.TensorShape(value.shape).rank not in (0, None):
+            raise utils.bad_value(argument, "must be a scalar", value)
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise utils.bad_type(
+            argument, "must be a real number, a scalar tensor or a tf.Variable", value
+        )
+    if not math.isfinite(value):
+        raise utils.bad_value(argument, "must be finite", value)
+    if minimum is not None and value < minimum:
+        raise utils.bad_value(argument, f"must be >= {minimum}", value)
+    if maximum is not None:
+        if maximum_inclusive and value > maximum:
+            raise utils.bad_value(argument, f"must be <= {maximum}", value)
+        if not maximum_inclusive and value >= maximum:
+            raise utils.bad_value(argument, f"must be < {maximum}", value)
+
+
+def check_bool(argument: str, value: Any) -> None:
+    """Checks that a flag is a Python bool (it selects a kernel attribute)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise utils.bad_type(argument, "must be a Python bool", value)
+
+
+# ---------------------------------------------------------------------------
+# `apply` checks.
+
+
+def check_distribution_strategy() -> None:
+    """Rejects strategies whose variables are not replica-local.
+
+    Under e.g. `tf.distribute.MirroredStrategy` variables are mirrored and
+    writes from a replica must be aggregated, which Sonnet optimizers do not
+    do; `snt.distribute.Replicator` makes variables replica-local instead.
+    """
+    if not tf.distribute.has_strategy():
+        return
+    strategy = tf.distribute.get_strategy()
+    if not isinstance(
+        strategy,
+        (
+            tf.distribute.OneDeviceStrategy,
+            replicator.Replicator,
+            replicator.TpuReplicator,
+        ),
+    ):
+        raise ValueError(
+            "Sonnet optimizers must run outside any distribution strategy or "
+            "under `tf.distribute.OneDeviceStrategy`, "
+            "`snt.distribute.Replicator` or `snt.distribute.TpuReplicator` "
+            "(whose variables are replica-local). Received: a "
+            f"`{type(strategy).__name__}`."
+        )
+
+
+def _check_sequence(argument: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)):
+        raise utils.bad_type(argument, "must be a list or tuple", value)
+
+
+def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
+    """Converts and checks one update against its parameter."""
+    argument = f"updates[{index}]"
+    if update is None:
+        return None
+    if isinstance(update, tf.IndexedSlices):
+        values, indices = update.values, update.indices
+        if values.dtype != parameter.dtype:
+            raise _dtype_error(argument, values, parameter)
+        if not indices.dtype.is_integer:
+            raise utils.bad_type(
+                f"{argument}.indices", "must have an integer dtype", indices
+            )
+        if indices.shape.rank not in (None, 1):
+            raise utils.bad_value(f"{argument}.indices", "must be 1-D", indices)
+        _check_sparse_shapes(index, values, indices, parameter)
+        _check_indices(argument, indices, parameter)
+        return update
+    if not isinstance(update, (tf.Tensor, tf.Variable)):
+        try:
+            update = tf.convert_to_tensor(update)
+        except (TypeError, ValueError) as e:
+            raise utils.bad_type(
+                argument, "must be a tensor, tf.IndexedSlices or None", update
+            ) from e
+    if update.dtype != parameter.dtype:
+        raise _dtype_error(argument, update, parameter)
+    if not update.shape.is_compatible_with(parameter.shape):
+        raise utils.bad_value(
+            argument,
+            f"must have the shape of `parameters[{index}]` "
+            f"({parameter.shape.as_list()})",
+            update,
+        )
+    return update
+
+
+def _check_sparse_shapes(
+    index: int, values: tf.Tensor, indices: tf.Tensor, parameter: tf.Variable
+) -> None:
+    shape = parameter.shape
+    if shape.rank is None:
+        return
+    argument = f"updates[{index}].values"
+    if shape.rank == 0:
+        raise utils.bad_type(
+            f"updates[{index}]",
+            f"must be a dense tensor: `parameters[{index}]` is a scalar",
+            values,
+        )
+    rows = tf.TensorShape([None]).concatenate(shape[1:])
+    if not values.shape.is_compatible_with(rows):
+        raise utils.bad_value(
+            argument,
+            f"must have shape [num_indices] + {shape.as_list()[1:]} to update "
+            f"rows of `parameters[{index}]` (shape {shape.as_list()})",
+            values,
+        )
+    if indices.shape.rank == 1 and values.shape.rank:
+        if not indices.shape[:1].is_compatible_with(values.shape[:1]):
+            raise utils.bad_value(
+                argument,
+                f"must have one row per index ({indices.shape[0]} indices)",
+                values,
+            )
+
+
+def _check_indices(argument: str, indices: tf.Tensor, parameter: tf.Variable) -> None:
+    # Out-of-range rows would fail inside a scatter kernel, possibly after
+    # other variables were already updated. Eagerly this is cheap to check
+    # up front; inside a `tf.function` the kernels' own checks remain.
+    if not tf.executing_eagerly() or parameter.shape.rank is None:
+        return
+    rows = parameter.shape[0]
+    if rows is None:
+        return
+    found = indices.numpy()
+    if found.size and (found.min() < 0 or found.max() >= rows):
+        raise utils.bad_value(
+            f"{argument}.indices",
+            f"must lie in [0, {rows}) (rows of the parameter)",
+            found.tolist(),
+        )
+
+
+def _dtype_error(argument: str, update: Any, parameter: tf.Variable) -> ValueError:
+    return utils.bad_value(
+        argument,
+        f"must have the dtype of its parameter ({parameter.dtype.name}, "
+        f"variable {parameter.name!r})",
+        update,
+    )
+
+
+def check_updates_parameters(
+    updates: Sequence[Any], parameters: Sequence[tf.Variable]
+) -> list[Update]:
+    """Validates an `apply` call; returns the updates as tensors/IndexedSlices.
+
+    Raises before anything is modified if the strategy is unsupported, the
+    lengths differ, `parameters` is empty, every update is None, a parameter
+    is not a floating point `tf.Variable`, or an update's type, dtype or shape
+    does not fit its parameter.
+    """
+    check_distribution_strategy()
+    _check_sequence("updates", updates)
+    _check_sequence("parameters", parameters)
+    if len(updates) != len(parameters):
+        raise utils.bad_value(
+            "updates",
+            f"must have one entry per parameter ({len(parameters)} parameters)",
+            f"{len(updates)} updates",
+        )
+    if not parameters:
+        raise utils.bad_value("parameters", "must not be empty", parameters)
+    if all(u is None for u in updates):
+        raise utils.bad_value(
+            "updates", "must contain at least one update that is not None", updates
+        )
+    for i, p in enumerate(parameters):
+        if not isinstance(p, tf.Variable):
+            raise utils.bad_type(f"parameters[{i}]", "must be a tf.Variable", p)
+        if not p.dtype.is_floating:
+            raise utils.bad_type(
+                f"parameters[{i}]", "must have a floating point dtype", p
+            )
+    return [_to_update(i, u, p) for i, (u, p) in enumerate(zip(updates, parameters))]
+
+
+def check_same_parameters(
+    parameters: Sequence[tf.Variable], slots: Sequence[tf.Variable]
+) -> None:
+    """Checks that `parameters` match the slots made on the first `apply`.
+
+    Slots are matched to parameters by position, so every call must pass the
+    same variables in the same order.
+    """
+    if len(parameters) != len(slots):
+        raise utils.bad_value(
+            "parameters",
+            "must be the same variables, in the same order, as in the first "
+            f"call to `apply` ({len(slots)} variables)",
+            f"{len(parameters)} variables",
+        )
+    for i, (p, s) in enumerate(zip(parameters, slots)):
+        if p.dtype != s.dtype or not p.shape.is_compatible_with(s.shape):
+            raise utils.bad_value(
+                f"parameters[{i}]",
+                "must be the same variables, in the same order, as in the first "
+                f"call to `apply` (position {i} had shape {s.shape.as_list()} "
+                f"and dtype {s.dtype.name})",
+                p,
+            )
+
+
+# ---------------------------------------------------------------------------
+# Slot variables.
+
+
+def slot_like(parameter: tf.Variable) -> tf.Variable:
+    """A zero slot variable shaped, typed and placed like `parameter`.
+
+    The slot is named after the parameter (inside the caller's name scope). A
+    distributed parameter gets a slot of the same strategy, with one copy per
+    replica, even if the first `apply` runs outside that strategy's scope.
+    """
+    if isinstance(parameter, tf.distribute.DistributedValues) and (
+        not tf.distribute.has_strategy()
+    ):
+        with parameter.distribute_strategy.scope():  # type: ignore[attr-defined]
+            return utils.variable_like(parameter)
+    return utils.variable_like(parameter)
+
+
+# ---------------------------------------------------------------------------
+# Routing updates to variables.
+
+
+def for_each_update(
+    rule: Callable[..., Any],
+    updates: Sequence[Update],
+    parameters: Sequence[tf.Variable],
+    *slot_lists: Sequence[tf.Variable],
+) -> None:
+    """Calls `rule(parameter, update, *slots)` for every non-None update.
+
+    `rule` always receives variables that can be updated in place: the
+    variables themselves, or (for a distributed variable seen from
+    cross-replica context) each replica's copy in turn.
+    """
+    in_replica = tf.distribute.has_strategy() and not (
+        tf.distribute.in_cross_replica_context()
+    )
+    for i, (update, parameter) in enumerate(zip(updates, parameters)):
+        if update is None:
+            continue
+        slots = [s[i] for s in slot_lists]
+        if in_replica or not isinstance(parameter, tf.distribute.DistributedValues):
+            rule(parameter, update, *slots)
+            continue
+        strategy = parameter.distribute_strategy  # type: ignore[attr-defined]
+        with strategy.scope():
+            strategy.extended.update(parameter, rule, args=(update, *slots))
+
+
+def deduplicate(update: tf.IndexedSlices) -> tuple[tf.Tensor, tf.Tensor]:
+    """Sums the rows of `update` that share an index.
+
+    Returns:
+      `(values, indices)` with unique indices.
+    """
+    unique, positions = tf.unique(update.indices, out_idx=update.indices.dtype)
+    values = tf.math.unsorted_segment_sum(
+        update.values, positions, tf.shape(unique, out_type=unique.dtype)[0]
+    )
+    return values, unique
+
+
+class Ref:
+    """Reads and writes one variable through its resource handle.
+
+    Replica-local variables do not offer `sparse_read`/`scatter_*` as methods,
+    but their handle (the local copy's, inside `strategy.run`) supports the
+    raw ops. Variables without a resource handle fall back to their methods.
+    """
+
+    __slots__ = ("dtype", "handle", "variable")
+
+    def __init__(self, variable: tf.Variable):
+        self.variable = variable
+        self.dtype = variable.dtype
+        try:
+            self.handle = variable.handle  # type: ignore[attr-defined]
+        except AttributeError:
+            self.handle = None
+
+    def read(self) -> tf.Tensor:
+        if self.handle is None:
+            return tf.convert_to_tensor(self.variable)
+        return tf.raw_ops.ReadVariableOp(resource=self.handle, dtype=self.dtype)
+
+    def assign(self, value: tf.Tensor) -> None:
+        if self.handle is None:
+            self.variable.assign(value)
+        else:
+            tf.raw_ops.AssignVariableOp(resource=self.handle, value=value)
+
+    def assign_sub(self, value: tf.Tensor) -> None:
+        if self.handle is None:
+            self.variable.assign_sub(value)
+        else:
+            tf.raw_ops.AssignSubVariableOp(resource=self.handle, value=value)
+
+    def gather(self, indices: tf.Tensor) -> tf.Tensor:
+        if self.handle is None:
+            return self.variable.sparse_read(indices)
+        return tf.raw_ops.ResourceGather(
+            resource=self.handle, indices=indices, dtype=self.dtype
+        )
+
+    def scatter_update(self, indices: tf.Tensor, values: tf.Tensor) -> None:
+        if self.handle is None:
+            self.variable.scatter_update(tf.IndexedSlices(values, indices))
+        else:
+            tf.raw_ops.ResourceScatterUpdate(
+                resource=self.handle, indices=indices, updates=values
+            )
+
+    def scatter_sub(self, indices: tf.Tensor, values: tf.Tensor) -> None:
+        if self.handle is None:
+            self.variable.scatter_sub(tf.IndexedSlices(values, indices))
+        else:
+            tf.raw_ops.ResourceScatterSub(
+                resource=self.handle, indices=indices, updates=values
+            )
+
+
+def fused(*refs: Ref) -> bool:
+    """True if the fused kernels apply: resource variables of a fused dtype."""
+    return all(r.handle is not None for r in refs) and refs[0].dtype in FUSED_DTYPES
+
+
+class CastCache:
+    """Casts hyper-parameters to each update dtype once per `apply` call."""
+
+    __slots__ = ("_cache", "_make")
+
+    def __init__(self, make: Callable[[tf.DType], Any]):
+        self._make = make
+        self._cache: dict[tf.DType, Any] = {}
+
+    def __call__(self, dtype: tf.DType) -> Any:
+        value = self._cache.get(dtype)
+        if value is None:
+            value = self._cache[dtype] = self._make(dtype)
+        return value

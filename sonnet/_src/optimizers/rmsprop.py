@@ -1,0 +1,212 @@
+"""RMSProp (Hinton's lecture 6e), optionally centered and with momentum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import base, once
+from sonnet._src.optimizers import optimizer_utils as opt_utils
+
+
+class RMSProp(base.Optimizer):
+    """RMSProp: divides each update by a running root mean square.
+
+    Per parameter, with slots `ms`, `mom` (and `mg` when centered), all
+    starting at zero::
+
+      ms = decay * ms + (1 - decay) * update ** 2
+      mg = decay * mg + (1 - decay) * update          # centered only
+      denominator = ms - mg ** 2 + epsilon            # centered
+      denominator = ms + epsilon                      # otherwise
+      mom = momentum * mom + learning_rate * update / sqrt(denominator)
+      parameter -= mom
+
+    Slots are created on the first `apply` (one per parameter, matched by
+    position afterwards) in the lists `mom` (variable names
+    `rms_prop/momentum/<parameter name>`), `ms` (`rms_prop/rms/...`) and,
+    only when centered, `mg` (`rms_prop/mg/...`; the list stays empty
+    otherwise). A `tf.IndexedSlices` update (repeated indices summed) updates
+    only the indexed rows of the parameter and its slots.
+
+    Args:
+      learning_rate: Step size: real number, scalar tensor or `tf.Variable`
+        (tracked; assign it to change it).
+      decay: Decay of the moving averages, in [0, 1]; default 0.9.
+      momentum: Momentum of the step, >= 0; default 0 (none).
+      epsilon: Added inside the square root for stability; default 1e-10.
+      centered: Python bool: normalise by the variance rather than the
+        second moment of the updates (arXiv:1308.0850); default False.
+      name: Module name; default `"rms_prop"`.
+
+    All hyper-parameters are cast to each update's dtype.
+
+    >>> w = tf.Variable([1.0])
+    >>> opt = snt.optimizers.RMSProp(learning_rate=0.1)
+    >>> opt.apply([tf.constant([2.0])], [w])
+    >>> w.numpy().round(4), opt.ms[0].numpy().round(4)
+    (array([0.6838], dtype=float32), array([0.4], dtype=float32))
+    """
+
+    def __init__(
+        self,
+        learning_rate: Any,
+        decay: Any = 0.9,
+        momentum: Any = 0.0,
+        epsilon: Any = 1e-10,
+        centered: bool = False,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
+        opt_utils.check_hyperparameter("decay", decay, minimum=0, maximum=1)
+        opt_utils.check_hyperparameter("momentum", momentum, minimum=0)
+        opt_utils.check_hyperparameter("epsilon", epsilon, minimum=0)
+        opt_utils.check_bool("centered", centered)
+        self.learning_rate = learning_rate
+        self.decay = decay
+        self.momentum = momentum
+        self.epsilon = epsilon
+        self.centered = bool(centered)
+        self.mom: list[tf.Variable] = []
+        self.ms: list[tf.Variable] = []
+        self.mg: list[tf.Variable] = []
+
+    @once.once
+    def _initialize(self, parameters: Sequence[tf.Variable]) -> None:
+        with tf.name_scope("momentum"):
+            self.mom.extend(opt_utils.slot_like(p) for p in parameters)
+        with tf.name_scope("rms"):
+            self.ms.extend(opt_utils.slot_like(p) for p in parameters)
+        if self.centered:
+            with tf.name_scope("mg"):
+                self.mg.extend(opt_utils.slot_like(p) for p in parameters)
+
+    @tf.autograph.experimental.do_not_convert
+    def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
+        """Applies `updates` to `parameters` (one per parameter, None skips).
+
+        Args:
+          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
+            (row updates) or None, one per parameter, same dtype.
+          parameters: The floating point `tf.Variable`s to update; pass the same
+            list, in the same order, on every call.
+
+        Raises:
+          ValueError / TypeError: naming the offending entry, before any
+            variable is modified.
+        """
+        checked = opt_utils.check_updates_parameters(updates, parameters)
+        self._initialize(parameters)
+        opt_utils.check_same_parameters(parameters, self.ms)
+        hyper = opt_utils.CastCache(
+            lambda dtype: (
+                tf.cast(self.learning_rate, dtype),
+                tf.cast(self.decay, dtype),
+                tf.cast(self.momentum, dtype),
+                tf.cast(self.epsilon, dtype),
+            )
+        )
+        if self.centered:
+            opt_utils.for_each_update(
+                lambda p, g, mom, ms, mg: _rmsprop_rule(
+                    p, g, mom, ms, mg, *hyper(p.dtype)
+                ),
+                checked,
+                parameters,
+                self.mom,
+                self.ms,
+                self.mg,
+            )
+        else:
+            opt_utils.for_each_update(
+                lambda p, g, mom, ms: _rmsprop_rule(
+                    p, g, mom, ms, None, *hyper(p.dtype)
+                ),
+                checked,
+                parameters,
+                self.mom,
+                self.ms,
+            )
+
+
+def _rmsprop_rule(
+    parameter: tf.Variable,
+    update: Any,
+    mom_slot: tf.Variable,
+    ms_slot: tf.Variable,
+    mg_slot: tf.Variable | None,
+    lr: tf.Tensor,
+    decay: tf.Tensor,
+    momentum: tf.Tensor,
+    epsilon: tf.Tensor,
+) -> None:
+    param, mom, ms = (
+        opt_utils.Ref(parameter),
+        opt_utils.Ref(mom_slot),
+        opt_utils.Ref(ms_slot),
+    )
+    mg = None if mg_slot is None else opt_utils.Ref(mg_slot)
+    refs = (param, mom, ms) if mg is None else (param, mom, ms, mg)
+    fused = opt_utils.fused(*refs)
+    hyper = dict(lr=lr, rho=decay, momentum=momentum, epsilon=epsilon)
+    if isinstance(update, tf.IndexedSlices):
+        values, indices = opt_utils.deduplicate(update)
+        if fused and mg is None:
+            tf.raw_ops.ResourceSparseApplyRMSProp(
+                var=param.handle,
+                ms=ms.handle,
+                mom=mom.handle,
+                grad=values,
+                indices=indices,
+                **hyper,
+            )
+        elif fused and mg is not None:
+            tf.raw_ops.ResourceSparseApplyCenteredRMSProp(
+                var=param.handle,
+                mg=mg.handle,
+                ms=ms.handle,
+                mom=mom.handle,
+                grad=values,
+                indices=indices,
+                **hyper,
+            )
+        else:
+            new_ms = tf.square(values) * (1 - decay) + ms.gather(indices) * decay
+            ms.scatter_update(indices, new_ms)
+            denominator = new_ms + epsilon
+            if mg is not None:
+                new_mg = values * (1 - decay) + mg.gather(indices) * decay
+                mg.scatter_update(indices, new_mg)
+                denominator -= tf.square(new_mg)
+            new_mom = momentum * mom.gather(indices) + lr * values * tf.math.rsqrt(
+                denominator
+            )
+            mom.scatter_update(indices, new_mom)
+            param.scatter_sub(indices, new_mom)
+    elif fused and mg is None:
+        tf.raw_ops.ResourceApplyRMSProp(
+            var=param.handle, ms=ms.handle, mom=mom.handle, grad=update, **hyper
+        )
+    elif fused and mg is not None:
+        tf.raw_ops.ResourceApplyCenteredRMSProp(
+            var=param.handle,
+            mg=mg.handle,
+            ms=ms.handle,
+            mom=mom.handle,
+            grad=update,
+            **hyper,
+        )
+    else:
+        new_ms = tf.square(update) * (1 - decay) + ms.read() * decay
+        ms.assign(new_ms)
+        denominator = new_ms + epsilon
+        if mg is not None:
+            new_mg = update * (1 - decay) + mg.read() * decay
+            mg.assign(new_mg)
+            denominator -= tf.square(new_mg)
+        new_mom = momentum * mom.read() + lr * update * tf.math.rsqrt(denominator)
+        mom.assign(new_mom)
+        param.assign_sub(new_mom)

@@ -1,0 +1,68 @@
+"""Stochastic gradient descent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import base
+from sonnet._src.optimizers import optimizer_utils as opt_utils
+
+
+class SGD(base.Optimizer):
+    """Stochastic gradient descent: `parameter -= learning_rate * update`.
+
+    Stateless (no slot variables). `tf.IndexedSlices` updates touch only the
+    rows they index (repeated indices add up).
+
+    Args:
+      learning_rate: Step size: a real number, a scalar tensor or a scalar
+        `tf.Variable` (tracked, so a schedule can `assign` it and the next
+        `apply` uses the new value). Cast to each update's dtype.
+      name: Module name; default `"sgd"`.
+
+    >>> w = tf.Variable([1.0, 2.0])
+    >>> opt = snt.optimizers.SGD(learning_rate=0.1)
+    >>> opt.apply([tf.constant([1.0, -1.0])], [w])
+    >>> w.numpy()
+    array([0.9, 2.1], dtype=float32)
+    """
+
+    def __init__(self, learning_rate: Any, name: str | None = None):
+        super().__init__(name=name)
+        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
+        self.learning_rate = learning_rate
+
+    @tf.autograph.experimental.do_not_convert
+    def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
+        """Applies `updates` to `parameters` (one per parameter, None skips).
+
+        Args:
+          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
+            (row updates) or None, one per parameter, same dtype.
+          parameters: The floating point `tf.Variable`s to update.
+
+        Raises:
+          ValueError / TypeError: naming the offending entry, before any
+            variable is modified.
+        """
+        checked = opt_utils.check_updates_parameters(updates, parameters)
+        lr = opt_utils.CastCache(lambda dtype: tf.cast(self.learning_rate, dtype))
+        opt_utils.for_each_update(
+            lambda p, g: _sgd_rule(p, g, lr(p.dtype)), checked, parameters
+        )
+
+
+def _sgd_rule(parameter: tf.Variable, update: Any, lr: tf.Tensor) -> None:
+    param = opt_utils.Ref(parameter)
+    if isinstance(update, tf.IndexedSlices):
+        # Scatter-subtract adds up repeated indices, so no de-duplication.
+        param.scatter_sub(update.indices, update.values * lr)
+    elif opt_utils.fused(param):
+        tf.raw_ops.ResourceApplyGradientDescent(
+            var=param.handle, alpha=lr, delta=update
+        )
+    else:
+        param.assign_sub(lr * update)
