@@ -5,6 +5,7 @@ private implementation package `sonnet._src`.
 """
 
 from sonnet import distribute as distribute
+from sonnet import functional as functional
 from sonnet import initializers as initializers
 from sonnet import mixed_precision as mixed_precision
 from sonnet import nets as nets
@@ -99,6 +100,7 @@ __all__ = [
     "dynamic_unroll",
     "flatten",
     "format_variables",
+    "functional",
     "initializers",
     "leaky_clip_by_value",
     "log_variables",

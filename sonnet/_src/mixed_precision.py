@@ -61,7 +61,11 @@ def enable(dtype: Any) -> None:
 
 
 def disable() -> None:
-    """Turns mixed precision off (the same as `enable(None)`)."""
+    """Turns mixed precision off (the same as `enable(None)`).
+
+    >>> snt.mixed_precision.enable(tf.float16)
+    >>> snt.mixed_precision.disable()
+    """
     enable(None)
 
 

@@ -1,0 +1,1 @@
+"""Implementation of `snt.functional` (a Haiku/JAX-style API on TF2)."""
