@@ -50,7 +50,8 @@ class Unrolled(snt.Module):
         self._with_lengths = with_lengths
 
     def __call__(self, x: tf.Tensor) -> Any:
-        batch = tf.shape(x)[1]
+        # Left to the unroll to reject: inputs without a batch dimension.
+        batch = tf.shape(x)[1] if x.shape.rank and x.shape.rank >= 2 else 1
         lengths = None
         if self._with_lengths:
             # Row b is valid for min(b, T) steps (0 for the first row).
