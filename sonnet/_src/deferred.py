@@ -13,8 +13,8 @@ class Deferred(base.Module):
 
     The target is built by calling `constructor()` the first time the
     `target` property, `__call__`, or one of `call_methods` is used. It is
-    built in the *caller's* name scope. Once built, unknown attribute reads
-    and writes are forwarded to the target.
+    built in the *caller's* name scope. Once built, reads and writes of public
+    attributes this module does not have are forwarded to the target.
 
     Args:
       constructor: A no-argument callable returning the target module.
@@ -67,8 +67,10 @@ class Deferred(base.Module):
         if self._target is None:
             constructor = self._constructor
             assert constructor is not None
-            self._target = constructor()
+            # Drop the constructor before `_target` is set: from then on attribute
+            # writes are forwarded to the target.
             self._constructor = None
+            self._target = constructor()
         return self._target
 
     @base.no_name_scope
@@ -82,18 +84,20 @@ class Deferred(base.Module):
         return f"Deferred({self.target!r})"
 
     def __getattr__(self, name: str) -> Any:
-        if name != "_target" and self.__dict__.get("_target") is not None:
+        # Private names are never forwarded: TensorFlow's tracking machinery
+        # probes lazily created `_...` attributes that must describe this module.
+        if not name.startswith("_") and self.__dict__.get("_target") is not None:
             return getattr(self._target, name)
         raise AttributeError(f"'Deferred' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name != "_target" and self.__dict__.get("_target") is not None:
+        if not name.startswith("_") and self.__dict__.get("_target") is not None:
             setattr(self._target, name, value)
         else:
             super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
-        if name != "_target" and self.__dict__.get("_target") is not None:
+        if not name.startswith("_") and self.__dict__.get("_target") is not None:
             delattr(self._target, name)
         else:
             super().__delattr__(name)
