@@ -104,12 +104,12 @@ class Adam(base.Optimizer):
 
         def hyper(dtype: tf.DType) -> tuple[tf.Tensor, ...]:
             t = tf.cast(step, dtype)
-            beta1 = tf.cast(self.beta1, dtype)
-            beta2 = tf.cast(self.beta2, dtype)
-            epsilon = tf.cast(self.epsilon, dtype)
+            beta1 = opt_utils.cast(self.beta1, dtype)
+            beta2 = opt_utils.cast(self.beta2, dtype)
+            epsilon = opt_utils.cast(self.epsilon, dtype)
             beta2_power = tf.pow(beta2, t)
             return (
-                tf.cast(self.learning_rate, dtype),
+                opt_utils.cast(self.learning_rate, dtype),
                 beta1,
                 beta2,
                 epsilon,
@@ -121,7 +121,7 @@ class Adam(base.Optimizer):
 
         cache = opt_utils.CastCache(hyper)
         opt_utils.for_each_update(
-            lambda p, g, m, v: _adam_rule(p, g, m, v, *cache(p.dtype)),
+            lambda p, g, m, v: _adam_rule(p, g, m, v, cache),
             checked,
             parameters,
             self.m,
@@ -134,26 +134,25 @@ def _adam_rule(
     update: Any,
     m_slot: tf.Variable,
     v_slot: tf.Variable,
-    lr: tf.Tensor,
-    beta1: tf.Tensor,
-    beta2: tf.Tensor,
-    epsilon: tf.Tensor,
-    beta1_power: tf.Tensor,
-    beta2_power: tf.Tensor,
-    fused_epsilon: tf.Tensor,
+    hyper: opt_utils.CastCache,
 ) -> None:
-    param, m, v = opt_utils.Ref(parameter), opt_utils.Ref(m_slot), opt_utils.Ref(v_slot)
-    if isinstance(update, tf.IndexedSlices):
-        # TensorFlow has no sparse Adam kernel: update the touched rows.
+    param = opt_utils.Ref(parameter)
+    m, v = opt_utils.Ref(m_slot), opt_utils.Ref(v_slot)
+    sparse = isinstance(update, tf.IndexedSlices)
+    # TensorFlow has no sparse Adam kernel.
+    fused = not sparse and param.fused(m, v)
+    dtype = param.dtype if fused else param.compute_dtype
+    lr, beta1, beta2, epsilon, beta1_power, beta2_power, fused_epsilon = hyper(dtype)
+    if sparse:
         values, indices = opt_utils.deduplicate(update)
+        values = tf.cast(values, dtype)
         new_m = beta1 * m.gather(indices) + (1 - beta1) * values
         new_v = beta2 * v.gather(indices) + (1 - beta2) * tf.square(values)
         m.scatter_update(indices, new_m)
         v.scatter_update(indices, new_v)
-        param.scatter_sub(
-            indices, _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
-        )
-    elif opt_utils.fused(param, m, v):
+        step = _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
+        param.scatter_sub(indices, step)
+    elif fused:
         # The kernel computes lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + e),
         # which with e = epsilon * sqrt(1 - b2^t) is the rule above rearranged.
         tf.raw_ops.ResourceApplyAdam(
@@ -169,6 +168,7 @@ def _adam_rule(
             grad=update,
         )
     else:
+        update = tf.cast(update, param.compute_dtype)
         new_m = beta1 * m.read() + (1 - beta1) * update
         new_v = beta2 * v.read() + (1 - beta2) * tf.square(update)
         m.assign(new_m)

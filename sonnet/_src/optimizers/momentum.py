@@ -83,15 +83,13 @@ class Momentum(base.Optimizer):
         opt_utils.check_same_parameters(parameters, self.accumulated_momentum)
         hyper = opt_utils.CastCache(
             lambda dtype: (
-                tf.cast(self.learning_rate, dtype),
-                tf.cast(self.momentum, dtype),
+                opt_utils.cast(self.learning_rate, dtype),
+                opt_utils.cast(self.momentum, dtype),
             )
         )
         nesterov = self.use_nesterov
         opt_utils.for_each_update(
-            lambda p, g, acc: _momentum_rule(
-                p, g, acc, *hyper(p.dtype), nesterov=nesterov
-            ),
+            lambda p, g, acc: _momentum_rule(p, g, acc, hyper, nesterov),
             checked,
             parameters,
             self.accumulated_momentum,
@@ -102,12 +100,12 @@ def _momentum_rule(
     parameter: tf.Variable,
     update: Any,
     accumulator: tf.Variable,
-    lr: tf.Tensor,
-    mu: tf.Tensor,
+    hyper: opt_utils.CastCache,
     nesterov: bool,
 ) -> None:
     param, acc = opt_utils.Ref(parameter), opt_utils.Ref(accumulator)
-    fused = opt_utils.fused(param, acc)
+    fused = param.fused(acc)
+    lr, mu = hyper(param.dtype if fused else param.compute_dtype)
     if isinstance(update, tf.IndexedSlices):
         values, indices = opt_utils.deduplicate(update)
         if fused:
@@ -121,6 +119,7 @@ def _momentum_rule(
                 use_nesterov=nesterov,
             )
             return
+        values = tf.cast(values, param.compute_dtype)
         new_acc = mu * acc.gather(indices) + values
         acc.scatter_update(indices, new_acc)
         step = lr * (mu * new_acc + values) if nesterov else lr * new_acc
@@ -135,6 +134,7 @@ def _momentum_rule(
             use_nesterov=nesterov,
         )
     else:
+        update = tf.cast(update, param.compute_dtype)
         new_acc = mu * acc.read() + update
         acc.assign(new_acc)
         param.assign_sub(lr * (mu * new_acc + update) if nesterov else lr * new_acc)

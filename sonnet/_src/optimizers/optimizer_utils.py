@@ -339,30 +339,46 @@ class Ref:
     Replica-local variables do not offer `sparse_read`/`scatter_*` as methods,
     but their handle (the local copy's, inside `strategy.run`) supports the
     raw ops. Variables without a resource handle fall back to their methods.
+
+    Reads return `compute_dtype` and writes accept it: half-precision
+    variables are computed on in float32 (bfloat16 rounds e.g. 0.999 to 1.0,
+    which would turn Adam's bias correction into 0 / 0), then rounded once
+    when stored.
     """
 
-    __slots__ = ("dtype", "handle", "variable")
+    __slots__ = ("compute_dtype", "dtype", "handle", "variable")
 
     def __init__(self, variable: tf.Variable):
         self.variable = variable
         self.dtype = variable.dtype
+        self.compute_dtype = tf.float32 if self.dtype.size < 4 else self.dtype
         try:
             self.handle = variable.handle  # type: ignore[attr-defined]
         except AttributeError:
             self.handle = None
 
+    def _load(self, value: tf.Tensor) -> tf.Tensor:
+        return tf.cast(value, self.compute_dtype)
+
+    def _store(self, value: tf.Tensor) -> tf.Tensor:
+        return tf.cast(value, self.dtype)
+
     def read(self) -> tf.Tensor:
         if self.handle is None:
-            return tf.convert_to_tensor(self.variable)
-        return tf.raw_ops.ReadVariableOp(resource=self.handle, dtype=self.dtype)
+            return self._load(tf.convert_to_tensor(self.variable))
+        return self._load(
+            tf.raw_ops.ReadVariableOp(resource=self.handle, dtype=self.dtype)
+        )
 
     def assign(self, value: tf.Tensor) -> None:
+        value = self._store(value)
         if self.handle is None:
             self.variable.assign(value)
         else:
             tf.raw_ops.AssignVariableOp(resource=self.handle, value=value)
 
     def assign_sub(self, value: tf.Tensor) -> None:
+        value = self._store(value)
         if self.handle is None:
             self.variable.assign_sub(value)
         else:
@@ -370,12 +386,15 @@ class Ref:
 
     def gather(self, indices: tf.Tensor) -> tf.Tensor:
         if self.handle is None:
-            return self.variable.sparse_read(indices)
-        return tf.raw_ops.ResourceGather(
-            resource=self.handle, indices=indices, dtype=self.dtype
+            return self._load(self.variable.sparse_read(indices))
+        return self._load(
+            tf.raw_ops.ResourceGather(
+                resource=self.handle, indices=indices, dtype=self.dtype
+            )
         )
 
     def scatter_update(self, indices: tf.Tensor, values: tf.Tensor) -> None:
+        values = self._store(values)
         if self.handle is None:
             self.variable.scatter_update(tf.IndexedSlices(values, indices))
         else:
@@ -384,6 +403,7 @@ class Ref:
             )
 
     def scatter_sub(self, indices: tf.Tensor, values: tf.Tensor) -> None:
+        values = self._store(values)
         if self.handle is None:
             self.variable.scatter_sub(tf.IndexedSlices(values, indices))
         else:
@@ -391,14 +411,26 @@ class Ref:
                 resource=self.handle, indices=indices, updates=values
             )
 
+    def fused(self, *others: Ref) -> bool:
+        """True if the fused kernels apply: resource variables of a fused
+        dtype (the kernels then work in the variables' own dtype)."""
+        return (
+            self.handle is not None
+            and self.dtype in FUSED_DTYPES
+            and all(r.handle is not None for r in others)
+        )
 
-def fused(*refs: Ref) -> bool:
-    """True if the fused kernels apply: resource variables of a fused dtype."""
-    return all(r.handle is not None for r in refs) and refs[0].dtype in FUSED_DTYPES
+
+def cast(value: Any, dtype: tf.DType) -> tf.Tensor:
+    """`value` as a `dtype` tensor; Python numbers are converted directly (not
+    through float32), so float64 updates get float64-exact hyper-parameters."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return tf.cast(value, dtype)
+    return tf.constant(value, dtype)
 
 
 class CastCache:
-    """Casts hyper-parameters to each update dtype once per `apply` call."""
+    """Casts hyper-parameters to each compute dtype once per `apply` call."""
 
     __slots__ = ("_cache", "_make")
 

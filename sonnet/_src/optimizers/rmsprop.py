@@ -103,17 +103,15 @@ class RMSProp(base.Optimizer):
         opt_utils.check_same_parameters(parameters, self.ms)
         hyper = opt_utils.CastCache(
             lambda dtype: (
-                tf.cast(self.learning_rate, dtype),
-                tf.cast(self.decay, dtype),
-                tf.cast(self.momentum, dtype),
-                tf.cast(self.epsilon, dtype),
+                opt_utils.cast(self.learning_rate, dtype),
+                opt_utils.cast(self.decay, dtype),
+                opt_utils.cast(self.momentum, dtype),
+                opt_utils.cast(self.epsilon, dtype),
             )
         )
         if self.centered:
             opt_utils.for_each_update(
-                lambda p, g, mom, ms, mg: _rmsprop_rule(
-                    p, g, mom, ms, mg, *hyper(p.dtype)
-                ),
+                lambda p, g, mom, ms, mg: _rmsprop_rule(p, g, mom, ms, mg, hyper),
                 checked,
                 parameters,
                 self.mom,
@@ -122,9 +120,7 @@ class RMSProp(base.Optimizer):
             )
         else:
             opt_utils.for_each_update(
-                lambda p, g, mom, ms: _rmsprop_rule(
-                    p, g, mom, ms, None, *hyper(p.dtype)
-                ),
+                lambda p, g, mom, ms: _rmsprop_rule(p, g, mom, ms, None, hyper),
                 checked,
                 parameters,
                 self.mom,
@@ -138,20 +134,15 @@ def _rmsprop_rule(
     mom_slot: tf.Variable,
     ms_slot: tf.Variable,
     mg_slot: tf.Variable | None,
-    lr: tf.Tensor,
-    decay: tf.Tensor,
-    momentum: tf.Tensor,
-    epsilon: tf.Tensor,
+    hyper: opt_utils.CastCache,
 ) -> None:
-    param, mom, ms = (
-        opt_utils.Ref(parameter),
-        opt_utils.Ref(mom_slot),
-        opt_utils.Ref(ms_slot),
-    )
+    param = opt_utils.Ref(parameter)
+    mom, ms = opt_utils.Ref(mom_slot), opt_utils.Ref(ms_slot)
     mg = None if mg_slot is None else opt_utils.Ref(mg_slot)
-    refs = (param, mom, ms) if mg is None else (param, mom, ms, mg)
-    fused = opt_utils.fused(*refs)
-    hyper = dict(lr=lr, rho=decay, momentum=momentum, epsilon=epsilon)
+    fused = param.fused(mom, ms) if mg is None else param.fused(mom, ms, mg)
+    dtype = param.dtype if fused else param.compute_dtype
+    lr, decay, momentum, epsilon = hyper(dtype)
+    kernel_hyper = dict(lr=lr, rho=decay, momentum=momentum, epsilon=epsilon)
     if isinstance(update, tf.IndexedSlices):
         values, indices = opt_utils.deduplicate(update)
         if fused and mg is None:
@@ -161,7 +152,7 @@ def _rmsprop_rule(
                 mom=mom.handle,
                 grad=values,
                 indices=indices,
-                **hyper,
+                **kernel_hyper,
             )
         elif fused and mg is not None:
             tf.raw_ops.ResourceSparseApplyCenteredRMSProp(
@@ -171,9 +162,10 @@ def _rmsprop_rule(
                 mom=mom.handle,
                 grad=values,
                 indices=indices,
-                **hyper,
+                **kernel_hyper,
             )
         else:
+            values = tf.cast(values, dtype)
             new_ms = tf.square(values) * (1 - decay) + ms.gather(indices) * decay
             ms.scatter_update(indices, new_ms)
             denominator = new_ms + epsilon
@@ -188,7 +180,7 @@ def _rmsprop_rule(
             param.scatter_sub(indices, new_mom)
     elif fused and mg is None:
         tf.raw_ops.ResourceApplyRMSProp(
-            var=param.handle, ms=ms.handle, mom=mom.handle, grad=update, **hyper
+            var=param.handle, ms=ms.handle, mom=mom.handle, grad=update, **kernel_hyper
         )
     elif fused and mg is not None:
         tf.raw_ops.ResourceApplyCenteredRMSProp(
@@ -197,9 +189,10 @@ def _rmsprop_rule(
             ms=ms.handle,
             mom=mom.handle,
             grad=update,
-            **hyper,
+            **kernel_hyper,
         )
     else:
+        update = tf.cast(update, dtype)
         new_ms = tf.square(update) * (1 - decay) + ms.read() * decay
         ms.assign(new_ms)
         denominator = new_ms + epsilon

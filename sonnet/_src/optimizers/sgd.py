@@ -49,20 +49,24 @@ class SGD(base.Optimizer):
             variable is modified.
         """
         checked = opt_utils.check_updates_parameters(updates, parameters)
-        lr = opt_utils.CastCache(lambda dtype: tf.cast(self.learning_rate, dtype))
+        hyper = opt_utils.CastCache(
+            lambda dtype: opt_utils.cast(self.learning_rate, dtype)
+        )
         opt_utils.for_each_update(
-            lambda p, g: _sgd_rule(p, g, lr(p.dtype)), checked, parameters
+            lambda p, g: _sgd_rule(p, g, hyper), checked, parameters
         )
 
 
-def _sgd_rule(parameter: tf.Variable, update: Any, lr: tf.Tensor) -> None:
+def _sgd_rule(parameter: tf.Variable, update: Any, hyper: opt_utils.CastCache) -> None:
     param = opt_utils.Ref(parameter)
     if isinstance(update, tf.IndexedSlices):
         # Scatter-subtract adds up repeated indices, so no de-duplication.
-        param.scatter_sub(update.indices, update.values * lr)
-    elif opt_utils.fused(param):
+        dtype = param.compute_dtype
+        param.scatter_sub(update.indices, tf.cast(update.values, dtype) * hyper(dtype))
+    elif param.fused():
         tf.raw_ops.ResourceApplyGradientDescent(
-            var=param.handle, alpha=lr, delta=update
+            var=param.handle, alpha=hyper(param.dtype), delta=update
         )
     else:
-        param.assign_sub(lr * update)
+        dtype = param.compute_dtype
+        param.assign_sub(hyper(dtype) * tf.cast(update, dtype))
