@@ -35,6 +35,11 @@ OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
 
 Padding = Callable[[int], Sequence[int]]
 
+_PADDING_EXPECTED = (
+    "must be 'SAME', 'VALID' (any case), a padding function such as "
+    "snt.pad.causal, or a sequence of them (one per spatial dimension)"
+)
+
 
 def check_num_spatial_dims(num_spatial_dims: Any, kind: str) -> int:
     """Validates `num_spatial_dims` (1, 2 or 3) for a `kind` of convolution."""
@@ -142,15 +147,20 @@ def to_channels_first(n: int) -> tuple[int, ...]:
     return (0, n + 1, *range(1, n + 1))
 
 
+def rank_error(inputs: tf.Tensor, rank: int) -> ValueError:
+    """The error for inputs whose rank is not (known to be) `rank`."""
+    return utils.bad_value(
+        "inputs",
+        f"must have rank {rank} (batch, spatial dims, channels)",
+        _shape_text(inputs.shape),
+    )
+
+
 def check_build_inputs(inputs: tf.Tensor, rank: int, channel_index: int) -> int:
     """First-call checks shared by the convolutions; returns the channel count."""
     shape = inputs.shape
     if shape.rank != rank:
-        raise utils.bad_value(
-            "inputs",
-            f"must have rank {rank} (batch, spatial dims, channels)",
-            _shape_text(shape),
-        )
+        raise rank_error(inputs, rank)
     utils.check_floating("inputs", inputs)
     channels = shape[channel_index]
     if channels is None:
@@ -166,6 +176,102 @@ def _shape_text(shape: tf.TensorShape) -> Any:
     return "<unknown rank>" if shape.rank is None else tuple(shape.as_list())
 
 
+def spatial_minimums(
+    kernel: Sequence[int],
+    rates: Sequence[int],
+    paddings: Sequence[Sequence[int]] | None,
+    first_axis: int,
+) -> tuple[tuple[int, int, int], ...]:
+    """`(axis, spatial dim, minimum size)` for dims an input could be too small in.
+
+    Below `effective kernel - padding` a "VALID" convolution's output would
+    be empty, and TensorFlow's oneDNN CPU kernels then return a tensor of the
+    wrong shape instead of failing, so the modules check these sizes.
+    `paddings` are the explicit `(before, after)` per spatial dim (None: none).
+    """
+    result = []
+    for d, (k, r) in enumerate(zip(kernel, rates)):
+        before, after = (0, 0) if paddings is None else paddings[d]
+        minimum = (k - 1) * r + 1 - before - after
+        if minimum > 1:
+            result.append((first_axis + d, d, minimum))
+    return tuple(result)
+
+
+def check_spatial_sizes(
+    inputs: tf.Tensor, minimums: Sequence[tuple[int, int, int]]
+) -> None:
+    """Raises if `inputs` is smaller than `minimums` (see `spatial_minimums`).
+
+    The rank must have been checked. Sizes unknown while tracing are checked
+    when the graph runs.
+    """
+    shape = inputs.shape
+    for axis, d, minimum in minimums:
+        size = shape[axis]
+        if size is None:
+            tf.debugging.assert_greater_equal(
+                tf.shape(inputs)[axis],
+                minimum,
+                message=f"`inputs` must have size >= {minimum} in spatial "
+                f"dimension {d}",
+            )
+        elif size < minimum:
+            raise utils.bad_value(
+                "inputs",
+                f"must have size >= {minimum} in spatial dimension {d} (the "
+                "effective kernel size minus the padding), otherwise the "
+                "output would be empty",
+                _shape_text(shape),
+            )
+
+
+def output_shape(
+    dims: Sequence[int],
+    channels_first: bool,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    rates: Sequence[int],
+    padding: str,
+    paddings: Sequence[Sequence[int]] | None,
+    channels: int,
+) -> list[int]:
+    """A convolution's output shape for a fully known input shape `dims`."""
+    n = len(kernel)
+    first_axis = 2 if channels_first else 1
+    spatial = []
+    for d in range(n):
+        size, s = dims[first_axis + d], strides[d]
+        if padding == "SAME":
+            spatial.append(-(-size // s))
+        else:
+            before, after = (0, 0) if paddings is None else paddings[d]
+            k_eff = (kernel[d] - 1) * rates[d] + 1
+            spatial.append(max((size + before + after - k_eff) // s + 1, 0))
+    if channels_first:
+        return [dims[0], channels, *spatial]
+    return [dims[0], *spatial, channels]
+
+
+def empty_output(
+    shape: Sequence[int], w: tf.Variable, b: tf.Variable | None, channels_first: bool
+) -> tf.Tensor:
+    """The (empty) output for an empty input, connected to `w` and `b`.
+
+    TensorFlow's oneDNN CPU kernels return a tensor of the *input's* shape
+    for empty inputs, so the modules build empty outputs themselves when the
+    input shape is known to be empty (eagerly, or traced with that shape; an
+    empty batch fed to a function traced with an unknown batch size still
+    reaches the op). The gradients with respect to `w` and `b` are zeros, as
+    for the real op.
+    """
+    y = tf.zeros(shape, w.dtype) * tf.reduce_sum(w)
+    if b is not None:
+        n = len(shape) - 2
+        y += tf.reshape(b, [-1] + [1] * n) if channels_first else b
+    return y
+
+
 def call_error(
     inputs: tf.Tensor,
     error: Exception | None,
@@ -177,12 +283,8 @@ def call_error(
 ) -> Exception:
     """Explains why a convolution op rejected `inputs` (slow path only)."""
     shape = inputs.shape
-    if shape.rank is not None and shape.rank != rank:
-        return utils.bad_value(
-            "inputs",
-            f"must have rank {rank} (batch, spatial dims, channels)",
-            _shape_text(shape),
-        )
+    if shape.rank != rank:
+        return rank_error(inputs, rank)
     if inputs.dtype != dtype:
         return utils.bad_type(
             "inputs",
@@ -261,6 +363,7 @@ class ConvND(base.Module):
         super().__init__(name=name)
         n = check_num_spatial_dims(num_spatial_dims, "convolutions")
         self._num_spatial_dims = n
+        self._rank = n + 2
         self.output_channels = utils.check_positive_int(
             "output_channels", output_channels
         )
@@ -282,28 +385,21 @@ class ConvND(base.Module):
         if isinstance(padding, str):
             self.conv_padding = padding.upper()
             if self.conv_padding not in ("SAME", "VALID"):
-                raise utils.bad_value(
-                    "padding",
-                    "must be 'SAME' or 'VALID' (any case), a padding function "
-                    "such as snt.pad.causal, or a sequence of them",
-                    padding,
-                )
+                raise utils.bad_value("padding", _PADDING_EXPECTED, padding)
             self.padding_func = None
             self._padding = None
+            self._spatial_pads = None
         else:
             self.conv_padding = "VALID"
             self.padding_func = padding
             self._padding = self._explicit_padding(padding)
+            first_axis = 2 if self._channels_first else 1
+            self._spatial_pads = self._padding[first_axis : first_axis + n]
 
     def _explicit_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
         """`tf.pad` paddings for padding function(s), in the input's layout."""
         if not (callable(padding) or isinstance(padding, (list, tuple))):
-            raise utils.bad_type(
-                "padding",
-                "must be 'SAME', 'VALID', a padding function such as "
-                "snt.pad.causal, or a sequence of them",
-                padding,
-            )
+            raise utils.bad_type("padding", _PADDING_EXPECTED, padding)
         pairs = pad.create(
             cast(Any, padding),
             self._kernel,
@@ -347,6 +443,16 @@ class ConvND(base.Module):
         op_first = self._channels_first and not self._transpose
         self._to_last = to_channels_last(n)
         self._to_first = to_channels_first(n)
+        self._minimums = (
+            spatial_minimums(
+                self._kernel,
+                self._rates,
+                self._spatial_pads,
+                2 if self._channels_first else 1,
+            )
+            if self.conv_padding == "VALID"
+            else ()
+        )
         self._bias_format = "NCHW" if op_first else "NHWC"
         if any(r > 1 for r in self._rates):
             self._kind = 0  # Dilated: tf.nn.convolution (space-to-batch).
@@ -379,6 +485,16 @@ class ConvND(base.Module):
         if not isinstance(inputs, tf.Tensor):
             inputs = utils.to_tensor("inputs", inputs)
         self._initialize(inputs)
+        shape = inputs.shape
+        # Checked before running the op: TF's CPU kernels abort the process
+        # on some wrong-rank inputs instead of raising.
+        if shape.rank != self._rank:
+            raise rank_error(inputs, self._rank)
+        if self._minimums:
+            check_spatial_sizes(inputs, self._minimums)
+        dims = shape.as_list()
+        if 0 in dims and None not in dims:
+            return self._empty_output(inputs, dims)
         try:
             x = inputs
             if self._padding is not None:
@@ -434,12 +550,38 @@ class ConvND(base.Module):
             raise call_error(
                 inputs,
                 e,
-                rank=self._num_spatial_dims + 2,
+                rank=self._rank,
                 channel_index=self._channel_index,
                 input_channels=self.input_channels,
                 dtype=self.w.dtype,
             ) from e
         return y
+
+    def _empty_output(self, inputs: tf.Tensor, dims: list[Any]) -> tf.Tensor:
+        if inputs.dtype != self.w.dtype or dims[self._channel_index] != (
+            self.input_channels
+        ):
+            raise call_error(
+                inputs,
+                None,
+                rank=self._rank,
+                channel_index=self._channel_index,
+                input_channels=self.input_channels,
+                dtype=self.w.dtype,
+            )
+        shape = output_shape(
+            dims,
+            self._channels_first,
+            self._kernel,
+            self._strides,
+            self._rates,
+            self.conv_padding,
+            self._spatial_pads,
+            self.output_channels,
+        )
+        return empty_output(
+            shape, self.w, self.b if self.with_bias else None, self._channels_first
+        )
 
 
 class Conv1D(ConvND):

@@ -126,6 +126,7 @@ class ConvNDTranspose(base.Module):
         super().__init__(name=name)
         n = conv.check_num_spatial_dims(num_spatial_dims, "transposed convolutions")
         self._num_spatial_dims = n
+        self._rank = n + 2
         self._output_channels = utils.check_positive_int(
             "output_channels", output_channels
         )
@@ -273,9 +274,10 @@ class ConvNDTranspose(base.Module):
         if not isinstance(inputs, tf.Tensor):
             inputs = utils.to_tensor("inputs", inputs)
         self._initialize(inputs)
-        rank = self._num_spatial_dims + 2
-        if inputs.shape.rank != rank:
-            raise self._call_error(inputs, None)
+        # Checked before running the op: TF's CPU kernels abort the process
+        # on some wrong-rank inputs instead of raising.
+        if inputs.shape.rank != self._rank:
+            raise conv.rank_error(inputs, self._rank)
         try:
             x = inputs
             if self._transpose:
@@ -336,7 +338,7 @@ class ConvNDTranspose(base.Module):
         return conv.call_error(
             inputs,
             error,
-            rank=self._num_spatial_dims + 2,
+            rank=self._rank,
             channel_index=self._channel_index,
             input_channels=self.input_channels,
             dtype=self.w.dtype,

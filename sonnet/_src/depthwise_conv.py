@@ -11,6 +11,7 @@ channels-last around the op (TensorFlow's CPU kernel is channels-last only).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -115,6 +116,13 @@ class DepthwiseConv2D(base.Module):
         s = self._strides
         self._op_strides = (1, 1, *s) if op_first else (1, *s, 1)
         self._dilated = any(r > 1 for r in self.rate)
+        self._minimums = (
+            conv.spatial_minimums(
+                self._kernel, self.rate, None, 2 if self._channels_first else 1
+            )
+            if self._conv_padding == "VALID"
+            else ()
+        )
 
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """Applies the depthwise convolution.
@@ -129,6 +137,16 @@ class DepthwiseConv2D(base.Module):
         if not isinstance(inputs, tf.Tensor):
             inputs = utils.to_tensor("inputs", inputs)
         self._initialize(inputs)
+        # Checked before running the op: TF's CPU kernels abort the process
+        # on some wrong-rank inputs instead of raising.
+        shape = inputs.shape
+        if shape.rank != 4:
+            raise conv.rank_error(inputs, 4)
+        if self._minimums:
+            conv.check_spatial_sizes(inputs, self._minimums)
+        dims = shape.as_list()
+        if 0 in dims and None not in dims:
+            return self._empty_output(inputs, dims)
         try:
             x = inputs
             if self._transpose:
@@ -167,3 +185,29 @@ class DepthwiseConv2D(base.Module):
                 dtype=self.w.dtype,
             ) from e
         return y
+
+    def _empty_output(self, inputs: tf.Tensor, dims: list[Any]) -> tf.Tensor:
+        if inputs.dtype != self.w.dtype or dims[self._channel_index] != (
+            self.input_channels
+        ):
+            raise conv.call_error(
+                inputs,
+                None,
+                rank=4,
+                channel_index=self._channel_index,
+                input_channels=self.input_channels,
+                dtype=self.w.dtype,
+            )
+        shape = conv.output_shape(
+            dims,
+            self._channels_first,
+            self._kernel,
+            self._strides,
+            self.rate,
+            self._conv_padding,
+            None,
+            self.input_channels * self.channel_multiplier,
+        )
+        return conv.empty_output(
+            shape, self.w, self.b if self.with_bias else None, self._channels_first
+        )
