@@ -38,6 +38,10 @@ class Case:
         comment at the case).
       distribute: False when the module cannot run under MirroredStrategy.
       tolerance: absolute/relative tolerance for output comparisons.
+      ctor_kwargs: Valid keyword arguments such that `cls(**ctor_kwargs)`
+        builds the same module as `factory` (checked by comparing reprs). The
+        constructor fuzz replaces one of them at a time with junk. None when
+        the factory does more than call `cls` (wrappers, factories).
     """
 
     id: str
@@ -50,6 +54,7 @@ class Case:
     saved_model: bool = True
     distribute: bool = True
     tolerance: float = 1e-5
+    ctor_kwargs: dict[str, Any] | None = None
 
     def run(self, module: Any, *inputs: Any) -> Any:
         if self.call is None:
