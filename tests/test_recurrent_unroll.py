@@ -1,0 +1,481 @@
+"""Tests for `snt.static_unroll`, `snt.dynamic_unroll` and `snt.UnrolledLSTM`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sonnet as snt
+from tests import recurrent_reference as ref
+from tests.conformance import bad_input
+
+T, B, D = 5, 3, 4
+
+
+def _randomize(module: snt.Module, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    for v in module.variables:
+        v.assign(0.5 * rng.standard_normal(v.shape).astype(np.float32))
+
+
+def _lstm(hidden: int = 3, projection: int | None = None) -> snt.LSTM:
+    core = snt.LSTM(hidden, projection_size=projection)
+    core(tf.zeros([B, D]), core.initial_state(B))
+    _randomize(core)
+    return core
+
+
+def _numpy_lstm_unroll(core: snt.LSTM, xs: np.ndarray, lengths=None):
+    """Outputs (zero past each row's length) and the final state, in NumPy."""
+    p = None if core.projection is None else core.projection.numpy()
+    h = np.zeros([B, p.shape[1] if p is not None else core._hidden_size], np.float32)
+    c = np.zeros([B, core._hidden_size], np.float32)
+    outputs = []
+    for t, x in enumerate(xs):
+        nh, nc = ref.lstm_step(
+            x,
+            h,
+            c,
+            core.input_to_hidden.numpy(),
+            core.hidden_to_hidden.numpy(),
+            core.b.numpy(),
+            p,
+        )
+        if lengths is not None:
+            alive = (t < lengths)[:, None]
+            outputs.append(np.where(alive, nh, 0))
+            h, c = np.where(alive, nh, h), np.where(alive, nc, c)
+        else:
+            outputs.append(nh)
+            h, c = nh, nc
+    return np.stack(outputs), snt.LSTMState(h, c)
+
+
+class _Plain:
+    """A non-module callable core (forces the generic unroll loop)."""
+
+    def __init__(self, core):
+        self.core = core
+
+    def __call__(self, inputs, state):
+        return self.core(inputs, state)
+
+
+# ---------------------------------------------------------------------------
+# Numerics.
+
+
+@pytest.mark.parametrize("unroll", ["static", "dynamic"])
+@pytest.mark.parametrize("projection", [None, 2])
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_lstm_unroll_matches_numpy(unroll, projection, mode):
+    core = _lstm(projection=projection)
+    xs = ref.random(np.random.default_rng(0), T, B, D)
+    fn = snt.static_unroll if unroll == "static" else snt.dynamic_unroll
+    out, state = ref.run(mode, lambda x: fn(core, x, core.initial_state(B)), xs)
+    expected_out, expected_state = _numpy_lstm_unroll(core, xs)
+    np.testing.assert_allclose(out, expected_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(state.hidden, expected_state.hidden, atol=1e-5)
+    np.testing.assert_allclose(state.cell, expected_state.cell, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_unrolled_lstm_equals_unrolling_lstm(mode):
+    lstm = _lstm(hidden=4)
+    unrolled = snt.UnrolledLSTM(4)
+    xs = ref.random(np.random.default_rng(1), T, B, D)
+    initial = snt.LSTMState(*ref.random(np.random.default_rng(2), 2, B, 4))
+    unrolled(xs, initial)
+    for a, b in zip(unrolled.variables, lstm.variables):
+        assert a.name.split("/")[-1] == b.name.split("/")[-1]
+        a.assign(b)
+    out, state = ref.run(mode, unrolled, xs, initial)
+    expected_out, expected_state = snt.static_unroll(lstm, xs, initial)
+    np.testing.assert_allclose(out, expected_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(state.cell, expected_state.cell, atol=1e-5)
+    assert isinstance(state, snt.LSTMState)
+
+
+def _gradients(fn, core, xs, initial):
+    xs = tf.convert_to_tensor(xs)
+    initial = tf.nest.map_structure(tf.convert_to_tensor, initial)
+    with tf.GradientTape() as tape:
+        tape.watch([xs, initial])
+        out, state = fn(xs, initial)
+        loss = (
+            tf.reduce_sum(out * tf.sin(out))
+            + tf.reduce_sum(state.hidden * 3.0)
+            + tf.reduce_sum(tf.square(state.cell))
+        )
+    return tape.gradient(loss, [xs, initial, list(core.trainable_variables)])
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "jit"])
+def test_fused_gradient_matches_autodiff(mode):
+    # dynamic_unroll(LSTM) and UnrolledLSTM use a hand-written gradient; a
+    # plain callable wrapper goes through automatic differentiation.
+    core = _lstm(hidden=4)
+    xs = ref.random(np.random.default_rng(3), T, B, D)
+    initial = snt.LSTMState(*ref.random(np.random.default_rng(4), 2, B, 4))
+
+    def fused(x, s):
+        return _gradients(lambda a, b: snt.dynamic_unroll(core, a, b), core, x, s)
+
+    def generic(x, s):
+        return _gradients(
+            lambda a, b: snt.dynamic_unroll(_Plain(core), a, b), core, x, s
+        )
+
+    expected = ref.run("eager", generic, xs, initial)
+    actual = ref.run(mode, fused, xs, initial)
+    for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+
+
+def test_unrolled_lstm_gradients_match_lstm():
+    lstm = _lstm(hidden=4)
+    unrolled = snt.UnrolledLSTM(4)
+    xs = ref.random(np.random.default_rng(5), T, B, D)
+    initial = snt.LSTMState(*ref.random(np.random.default_rng(6), 2, B, 4))
+    unrolled(xs, initial)
+    for a, b in zip(unrolled.variables, lstm.variables):
+        a.assign(b)
+    actual = _gradients(unrolled, unrolled, xs, initial)
+    expected = _gradients(lambda a, b: snt.static_unroll(lstm, a, b), lstm, xs, initial)
+    for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+
+
+def test_second_order_gradients_through_fused_lstm():
+    core = _lstm(hidden=2)
+    xs = tf.constant(ref.random(np.random.default_rng(7), 3, B, D))
+    with tf.GradientTape() as outer:
+        outer.watch(xs)
+        with tf.GradientTape() as inner:
+            inner.watch(xs)
+            out, _ = snt.dynamic_unroll(core, xs, core.initial_state(B))
+            loss = tf.reduce_sum(out**2)
+        grad = inner.gradient(loss, xs)
+        grad_norm = tf.reduce_sum(grad**2)
+    assert outer.gradient(grad_norm, xs) is not None
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: snt.GRU(3),
+        lambda: snt.VanillaRNN(3),
+        lambda: snt.DeepRNN([snt.LSTM(3), tf.nn.relu, snt.GRU(2)]),
+        lambda: snt.deep_rnn_with_skip_connections([snt.LSTM(3), snt.GRU(2)]),
+    ],
+    ids=["GRU", "VanillaRNN", "DeepRNN", "skip"],
+)
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_static_equals_dynamic(make, mode):
+    core = make()
+    xs = ref.random(np.random.default_rng(8), T, B, D)
+    lengths = tf.constant([0, 2, 5])
+
+    def both(x):
+        state = core.initial_state(B)
+        return (
+            snt.static_unroll(core, x, state),
+            snt.dynamic_unroll(core, x, state),
+            snt.static_unroll(core, x, state, sequence_length=lengths),
+            snt.dynamic_unroll(core, x, state, sequence_length=lengths),
+        )
+
+    static, dynamic, static_len, dynamic_len = ref.run(mode, both, xs)
+    for a, b in ((static, dynamic), (static_len, dynamic_len)):
+        for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("unroll", [snt.static_unroll, snt.dynamic_unroll])
+@pytest.mark.parametrize("projection", [None, 2])
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_sequence_length_lstm(unroll, projection, mode):
+    core = _lstm(projection=projection)
+    xs = ref.random(np.random.default_rng(9), T, B, D)
+    lengths = np.array([0, 2, 7], np.int32)
+    out, state = ref.run(
+        mode,
+        lambda x, n: unroll(core, x, core.initial_state(B), sequence_length=n),
+        xs,
+        lengths,
+    )
+    expected_out, expected_state = _numpy_lstm_unroll(core, xs, lengths)
+    np.testing.assert_allclose(out, expected_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(state.hidden, expected_state.hidden, atol=1e-5)
+    np.testing.assert_allclose(state.cell, expected_state.cell, atol=1e-5)
+    # Past its length a row is exactly zero, and a zero-length row keeps the
+    # initial state.
+    assert np.all(out[:, 0] == 0) and np.all(out[2:, 1] == 0)
+    np.testing.assert_array_equal(state.cell[0], 0)
+
+
+def test_sequence_length_matches_truncated_sequences():
+    core = snt.GRU(3)
+    xs = ref.random(np.random.default_rng(10), T, B, D)
+    lengths = [1, 3, 5]
+    out, state = snt.dynamic_unroll(
+        core, xs, core.initial_state(B), sequence_length=tf.constant(lengths)
+    )
+    for b, n in enumerate(lengths):
+        o, s = snt.dynamic_unroll(core, xs[:n, b : b + 1], core.initial_state(1))
+        np.testing.assert_allclose(out[:n, b], o[:, 0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state[b], s[0], rtol=1e-5, atol=1e-6)
+
+
+class _Counting(snt.RNNCore):
+    """Outputs `inputs * 2`; its state counts steps (a scalar) and sums."""
+
+    def __call__(self, inputs, prev_state):
+        count, total = prev_state
+        return {"double": inputs["x"] * 2, "step": count}, (
+            count + 1,
+            total + inputs["x"],
+        )
+
+    def initial_state(self, batch_size):
+        return tf.constant(0.0), tf.zeros([batch_size, 2])
+
+
+@pytest.mark.parametrize("unroll", [snt.static_unroll, snt.dynamic_unroll])
+def test_nested_inputs_outputs_and_scalar_state(unroll):
+    core = _Counting()
+    xs = {"x": tf.ones([4, 3, 2])}
+    out, (count, total) = unroll(
+        core, xs, core.initial_state(3), sequence_length=tf.constant([1, 2, 4])
+    )
+    np.testing.assert_allclose(out["double"][:, 2], 2 * np.ones([4, 2]))
+    np.testing.assert_allclose(out["double"][1:, 0], 0)
+    # Scalar leaves are never masked: outputs and state always advance.
+    np.testing.assert_allclose(out["step"], [0, 1, 2, 3])
+    assert float(count) == 4
+    np.testing.assert_allclose(total[:, 0], [1, 2, 4])
+
+
+def test_dynamic_unroll_unknown_length():
+    core = _lstm()
+    fn = tf.function(
+        lambda x: snt.dynamic_unroll(core, x, core.initial_state(tf.shape(x)[1])),
+        input_signature=[tf.TensorSpec([None, None, D])],
+    )
+    generic = tf.function(
+        lambda x: snt.dynamic_unroll(
+            _Plain(core), x, core.initial_state(tf.shape(x)[1])
+        ),
+        input_signature=[tf.TensorSpec([None, None, D])],
+    )
+    for steps in (1, 6):
+        xs = ref.random(np.random.default_rng(steps), steps, B, D)
+        out, _ = fn(xs)
+        expected, _ = _numpy_lstm_unroll(core, xs)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(generic(xs)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_unroll_single_step_and_loop_options():
+    core = snt.GRU(2)
+    out, state = snt.dynamic_unroll(
+        core,
+        tf.ones([1, 2, 3]),
+        core.initial_state(2),
+        parallel_iterations=4,
+        swap_memory=True,
+    )
+    assert out.shape == [1, 2, 2] and state.shape == [2, 2]
+
+
+def test_none_state_leaves_in_dynamic_unroll():
+    train, test = snt.lstm_with_recurrent_dropout(3, dropout=0.5, seed=1)
+
+    @tf.function
+    def run(x):
+        return snt.dynamic_unroll(train, x, train.initial_state(B))
+
+    out, (core_state, masks) = run(tf.ones([T, B, D]))
+    assert out.shape == [T, B, 3] and masks.cell is None
+    assert isinstance(core_state, snt.LSTMState)
+
+
+# ---------------------------------------------------------------------------
+# Errors.
+
+
+@pytest.mark.parametrize("unroll", [snt.static_unroll, snt.dynamic_unroll])
+def test_unroll_errors(unroll):
+    core = snt.GRU(2)
+    state = core.initial_state(B)
+    xs = tf.ones([T, B, D])
+    with pytest.raises(TypeError, match="`core` must be callable"):
+        unroll(3, xs, state)
+    with pytest.raises(ValueError, match="`input_sequence` must contain at least"):
+        unroll(core, [], state)
+    with pytest.raises(ValueError, match="`input_sequence` must be time-major"):
+        unroll(core, tf.constant(1.0), state)
+    with pytest.raises(ValueError, match="same number of time steps"):
+        unroll(core, (xs, tf.ones([T + 1, B, D])), state)
+    with pytest.raises(ValueError, match="at least one time step"):
+        unroll(core, tf.ones([0, B, D]), state)
+    with pytest.raises(TypeError, match="`input_sequence` must be a tensor"):
+        unroll(core, "abc", state)
+    with pytest.raises(TypeError, match="`sequence_length` must be an integer"):
+        unroll(core, xs, state, sequence_length=tf.ones([B]))
+    with pytest.raises(ValueError, match=r"`sequence_length` must have shape \[B\]"):
+        unroll(core, xs, state, sequence_length=tf.ones([B, 1], tf.int32))
+    with pytest.raises(ValueError, match="`sequence_length` must have one length"):
+        unroll(core, xs, state, sequence_length=tf.ones([B + 1], tf.int32))
+    with pytest.raises(ValueError, match="`initial_state` must have the structure"):
+        unroll(lambda x, s: (x, (s, s)), xs, state)
+    with pytest.raises(ValueError, match="`prev_state` must have the structure"):
+        unroll(core, xs, (state, state))
+
+
+def test_unroll_output_structure_must_not_change():
+    calls = []
+
+    def core(x, s):
+        calls.append(None)
+        return (x,) * len(calls), s
+
+    with pytest.raises(ValueError, match="`core` must return outputs of the same"):
+        snt.static_unroll(core, tf.ones([3, 2]), tf.zeros([2]))
+    calls.clear()
+
+    @tf.function
+    def run(x):
+        return snt.dynamic_unroll(core, x, tf.zeros([2]))
+
+    with pytest.raises(ValueError, match="`core` must return outputs of the same"):
+        run(tf.ones([3, 2]))
+
+
+def test_static_unroll_needs_known_length():
+    core = snt.GRU(2)
+    fn = tf.function(
+        lambda x: snt.static_unroll(core, x, core.initial_state(B)),
+        input_signature=[tf.TensorSpec([None, B, D])],
+    )
+    with pytest.raises(ValueError, match="statically known number of time steps"):
+        fn.get_concrete_function()
+
+
+def test_dynamic_unroll_loop_option_errors():
+    core = snt.GRU(2)
+    with pytest.raises(ValueError, match="`parallel_iterations` must be a positive"):
+        snt.dynamic_unroll(
+            core, tf.ones([2, 1, 1]), core.initial_state(1), parallel_iterations=0
+        )
+    with pytest.raises(TypeError, match="`swap_memory` must be a bool"):
+        snt.dynamic_unroll(
+            core, tf.ones([2, 1, 1]), core.initial_state(1), swap_memory="x"
+        )
+
+
+def test_lstm_fast_path_errors_name_the_unroll_arguments():
+    core = snt.LSTM(3)
+    state = core.initial_state(B)
+    with pytest.raises(TypeError, match="`input_sequence` must have dtype float32"):
+        snt.dynamic_unroll(core, tf.ones([T, B, D], tf.float64), state)
+    with pytest.raises(ValueError, match="`input_sequence` must have rank 3"):
+        snt.dynamic_unroll(core, tf.ones([T, B, D, 1]), state)
+    with pytest.raises(ValueError, match="`initial_state` must have the shapes"):
+        snt.dynamic_unroll(core, tf.ones([T, B, D]), core.initial_state(B + 1))
+    snt.dynamic_unroll(core, tf.ones([T, B, D]), state)
+    with pytest.raises(ValueError, match="`input_sequence` must have last dimension"):
+        snt.dynamic_unroll(core, tf.ones([T, B, D + 1]), state)
+
+
+def test_unrolled_lstm_errors():
+    lstm = snt.UnrolledLSTM(3)
+    state = lstm.initial_state(B)
+    with pytest.raises(ValueError, match="`input_sequence` must have rank 3"):
+        lstm(tf.ones([B, D]), state)
+    with pytest.raises(TypeError, match="`input_sequence` must have dtype float32"):
+        lstm(tf.ones([T, B, D], tf.float16), state)
+    with pytest.raises(ValueError, match="`initial_state` must have the structure"):
+        lstm(tf.ones([T, B, D]), state.hidden)
+    with pytest.raises(ValueError, match="variables"):
+        lstm.variables  # noqa: B018
+    lstm(tf.ones([T, B, D]), state)
+    with pytest.raises(ValueError, match="`input_sequence` must have last dimension"):
+        lstm(tf.ones([T, B, D + 2]), state)
+    fn = tf.function(
+        snt.UnrolledLSTM(3),
+        input_signature=[
+            tf.TensorSpec([None, None, None]),
+            (tf.TensorSpec([None, 3]),) * 2,
+        ],
+    )
+    with pytest.raises(ValueError, match="`input_sequence` must have a known last"):
+        fn.get_concrete_function()
+
+
+def test_unrolled_lstm_variables():
+    lstm = snt.UnrolledLSTM(4)
+    lstm(tf.ones([2, 1, 3]), lstm.initial_state(1))
+    assert [(v.name, v.shape.as_list()) for v in lstm.variables] == [
+        ("unrolled_lstm/w_h:0", [4, 16]),
+        ("unrolled_lstm/w_i:0", [3, 16]),
+        ("unrolled_lstm/b:0", [16]),
+    ]
+    assert lstm.input_to_hidden is lstm._w_i and lstm.hidden_to_hidden is lstm._w_h
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from([snt.static_unroll, snt.dynamic_unroll]),
+    st.sampled_from(["core", "input_sequence", "initial_state", "sequence_length"]),
+    bad_input.junk(),
+)
+def test_junk_unroll_arguments(unroll, argument, value):
+    core = snt.LSTM(2)
+    kwargs = {
+        "core": core,
+        "input_sequence": tf.ones([2, 3, 4]),
+        "initial_state": core.initial_state(3),
+        "sequence_length": None,
+    }
+    kwargs[argument] = value
+    bad_input.outcome(
+        lambda: unroll(**kwargs),
+        [
+            "core",
+            "input_sequence",
+            "initial_state",
+            "sequence_length",
+            "inputs",
+            "prev_state",
+        ],
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from([snt.static_unroll, snt.dynamic_unroll]),
+    st.sampled_from(["LSTM", "GRU"]),
+    st.sampled_from(["rank", "dtype", "resize"]),
+)
+def test_bad_input_sequences(unroll, kind, change):
+    core = snt.LSTM(2) if kind == "LSTM" else snt.GRU(2)
+    xs = tf.ones([2, 3, 4])
+    unroll(core, xs, core.initial_state(3))
+    if change == "rank":
+        variants = bad_input.wrong_rank_variants(xs)
+    elif change == "dtype":
+        variants = bad_input.wrong_dtype_variants(xs)
+    else:
+        variants = bad_input.resized_variants(xs)
+    for bad in variants:
+        before = bad_input.snapshot(core)
+        ok, _ = bad_input.outcome(
+            lambda bad=bad: unroll(core, bad, core.initial_state(3)),
+            ["input_sequence", "inputs", "initial_state", "prev_state"],
+        )
+        if not ok:
+            bad_input.assert_unchanged(core, before)
