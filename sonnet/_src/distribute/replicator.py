@@ -105,6 +105,17 @@ def _replica_local_scope(parent: Any) -> Iterator[None]:
         yield
 
 
+_KEY_BASE_LOCK = threading.Lock()
+_key_base = 0
+
+
+def _next_collective_key_base() -> int:
+    global _key_base
+    with _KEY_BASE_LOCK:
+        _key_base += 100_000
+        return _key_base
+
+
 class Replicator(tf.distribute.MirroredStrategy):
     """A `MirroredStrategy` whose variables are replica-local.
 
@@ -134,6 +145,12 @@ class Replicator(tf.distribute.MirroredStrategy):
         devices: list[str] | None = None,
         cross_device_ops: tf.distribute.CrossDeviceOps | None = None,
     ):
+        # Collective all-reduces are keyed by (group, instance) process-wide,
+        # and every `MirroredStrategy` over the same devices starts from the
+        # same keys: a second strategy in one process whose all-reduce has a
+        # different shape than the first one's fails ("Shape mismatch in the
+        # collective instance"). Give each replicator its own key range.
+        self._collective_key_base = _next_collective_key_base()
         super().__init__(devices=devices, cross_device_ops=cross_device_ops)
 
     def scope(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
