@@ -210,9 +210,10 @@ class LayerNorm(NormParams, base.Module):
     @once
     def _initialize(self, inputs: tf.Tensor) -> None:
         self.build_params(inputs)
-        self._resolved_axis = list(resolve_axis(self._axis, self._rank))
+        self._resolved_axis = resolve_axis(self._axis, self._rank)
         self.create_params()
 
+    @utils.no_autograph
     def __call__(
         self,
         inputs: tf.Tensor,

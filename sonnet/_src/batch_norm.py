@@ -158,6 +158,7 @@ class BaseBatchNorm(base.Module):
         self.moving_mean = moving_mean
         self.moving_variance = moving_variance
 
+    @utils.no_autograph
     def __call__(
         self,
         inputs: tf.Tensor,
@@ -199,6 +200,10 @@ class BaseBatchNorm(base.Module):
         self._initialize(inputs)
         self._check_inputs(inputs)
         fused = self._fused and scale is None and offset is None
+        if fused and self._fused_format == "NCHW":
+            # The kernel wants [C] parameters; ours are [C, 1, 1].
+            scale = tf.reshape(self.scale, (self._channels,))
+            offset = tf.reshape(self.offset, (self._channels,))
         if scale is None:
             scale = self.scale
         if offset is None:
@@ -243,6 +248,7 @@ class BaseBatchNorm(base.Module):
         self.moving_mean.initialize(mean)
         self.moving_variance.initialize(variance)
         self.shape = mean.shape
+        self._stats_shape = tuple(mean.shape.as_list())
 
         params_shape = [channels] if channels_last else [channels] + [1] * (rank - 2)
         self.scale = tf.Variable(
@@ -267,7 +273,7 @@ class BaseBatchNorm(base.Module):
         if fusable and channels_last:
             self._fused = True
             self._fused_format = "NHWC"
-            self._fused_shape = None if rank == 4 else [-1, 1, 1, channels]
+            self._fused_shape = None if rank == 4 else (-1, 1, 1, channels)
         elif fusable and rank == 4:
             self._fused = True
             self._fused_format = "NCHW"
@@ -355,7 +361,8 @@ class BaseBatchNorm(base.Module):
                 if not self._unbiased_update:
                     var = var / self._bessel_factor(inputs)
                 self._update_statistics(
-                    tf.reshape(mean, self.shape), tf.reshape(var, self.shape)
+                    tf.reshape(mean, self._stats_shape),
+                    tf.reshape(var, self._stats_shape),
                 )
         else:
             mean, variance = self._batch_moments(inputs)

@@ -78,11 +78,11 @@ class GroupNorm(NormParams, base.Module):
         # The inputs are viewed with one more axis: channels split into
         # [groups, channels // groups]. Normalized axes move accordingly; the
         # channel axis means "within a group".
-        self._split = [groups, channels // groups]
+        self._split = (groups, channels // groups)
         if self._channel_axis == rank - 1:
-            self._group_axis = [rank if a == rank - 1 else a for a in axis]
+            self._group_axis = tuple(rank if a == rank - 1 else a for a in axis)
         else:
-            self._group_axis = [a if a == 0 else a + 1 for a in axis]
+            self._group_axis = tuple(a if a == 0 else a + 1 for a in axis)
         self.create_params()
 
     def _grouped_shape(self, inputs: tf.Tensor) -> list[Any] | tf.Tensor:
@@ -99,6 +99,7 @@ class GroupNorm(NormParams, base.Module):
             return tf.concat([[-1], self._split, shape[2:]], 0)
         return [-1, *self._split, *spatial]
 
+    @utils.no_autograph
     def __call__(
         self,
         inputs: tf.Tensor,

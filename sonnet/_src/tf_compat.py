@@ -37,3 +37,17 @@ def decorate_tf_function(
     return tf.function(  # pragma: no cover - only on TF versions without _decorate
         decorator(fn.python_function), input_signature=fn.input_signature
     )
+
+
+def mark_do_not_convert(f: Any) -> Any:
+    """Makes AutoGraph call `f` as is (unconverted), at no per-call cost.
+
+    AutoGraph never converts functions carrying the `autograph_info__`
+    attribute; `tf.autograph.experimental.do_not_convert` sets it on a wrapper
+    that adds a few microseconds to every eager call. Setting it on `f`
+    itself (and `functools.wraps` copies it onto the name-scope wrappers)
+    gives the same effect for free. If a TF version stops honouring it,
+    functions are simply converted again (slower tracing, same results).
+    """
+    f.autograph_info__ = None
+    return f

@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 import numpy as np
 import tensorflow as tf
 
+from sonnet._src import tf_compat
+
 T = TypeVar("T")
 
 
@@ -221,3 +223,14 @@ def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:
             return bool(value.numpy())
         return value  # type: ignore[return-value]
     raise bad_type(argument, "must be a Python bool or a scalar boolean tensor", value)
+
+
+def no_autograph(f: Callable[..., T]) -> Callable[..., T]:
+    """Marks library code that AutoGraph should call as is, never convert.
+
+    Module code that handles tensor-valued flags explicitly (with `tf.cond`)
+    gains nothing from conversion, and converting it (plus everything it
+    calls) makes tracing several times slower. Keras layers are excluded
+    from conversion in the same way.
+    """
+    return tf_compat.mark_do_not_convert(f)
