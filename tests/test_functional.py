@@ -694,6 +694,8 @@ def test_optimizer_errors():
         sgd.apply(state, [tf.ones([2])], params)
     with pytest.raises(TypeError, match="`params`.*Received"):
         sgd.init([object()])
+    with pytest.raises(TypeError, match="`params`.*nest.*Received"):
+        sgd.init({1: tf.ones([1]), "a": tf.ones([1])})
     with pytest.raises(ValueError, match="updates\\[0\\].*Received"):
         sgd.apply(state, [tf.ones([3]), tf.ones([1])], params)
 
@@ -738,11 +740,42 @@ def test_jit_init_then_apply():
     f = F.transform(mod)
     params = F.jit(f.init)(x)
     assert all(not tf.is_symbolic_tensor(v) for v in params.values())
-    w, b = params[mod.w.ref()].numpy(), params[mod.b.ref()].numpy()
-    np.testing.assert_allclose(
-        f.apply(params, x).numpy(), x.numpy() @ w + b, rtol=1e-6, atol=1e-6
-    )
     # The initial values belonged to the trace: a new `init` explains that.
     assert mod.w.initial_tensor_value is None
     with pytest.raises(ValueError, match="(?s)has no value.*traced"):
         f.init(x)
+    # Traced `apply` calls do not give them a value either...
+    doubled = {k: 2 * v for k, v in params.items()}
+    F.jit(f.apply)(doubled, x)
+    assert mod.w.initial_tensor_value is None
+    # ... but an eager `apply` does: the first values it was given.
+    w, b = params[mod.w.ref()].numpy(), params[mod.b.ref()].numpy()
+    np.testing.assert_allclose(
+        f.apply(params, x).numpy(), x.numpy() @ w + b, rtol=1e-6, atol=1e-6
+    )
+    assert by_name(f.init(x)) == by_name(params)
+    assert mod.w.tensor_value is None
+
+
+def test_user_code_keeps_autograph_inside_jit():
+    # Tensor-dependent Python control flow in the transformed function and in
+    # a differentiated function still works when traced.
+    scale = tensor_variable(2.0, name="scale")
+
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            return x * scale
+        return -x * scale
+
+    t = F.transform(f)
+    params = t.init(tf.ones([2]))
+    apply = F.jit(t.apply)
+    assert apply(params, tf.ones([2])).numpy().tolist() == [2.0, 2.0]
+    assert apply(params, -tf.ones([2])).numpy().tolist() == [2.0, 2.0]
+
+    def loss(p, x):
+        return tf.reduce_sum(t.apply(p, x))
+
+    grad = F.jit(F.grad(loss))
+    assert float(grad(params, tf.ones([2]))[scale.ref()]) == 2.0
+    assert float(grad(params, -tf.ones([2]))[scale.ref()]) == 2.0

@@ -110,6 +110,74 @@ def _check_values(argument: str, values: Any) -> list[tuple[tv.TensorVariable, A
     return pairs
 
 
+class _InitCall:
+    """Bookkeeping of one `init` call (a context manager around `f`)."""
+
+    def __init__(self) -> None:
+        self.touched = _Touched()
+        self.created: list[tf.Variable] = []
+        self.params: Params = {}
+        self.state: State = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> None:
+        stack = self._stack
+        stack.enter_context(tv.variables())
+        stack.enter_context(_new_variables(self.created))
+        stack.enter_context(tv.observe(self.touched))
+        stack.enter_context(tv.observe(_fill_from_initial))
+
+    def __exit__(self, exc_type: Any, *exc_info: Any) -> None:
+        try:
+            self._stack.close()
+        finally:
+            self.touched.restore()
+            for variable in self.created:
+                if isinstance(variable, tv.TensorVariable):
+                    variable.tensor_value = None
+                    # Created while tracing (`jit(init)`): the initial value
+                    # belongs to that graph and cannot be used again.
+                    if tf.is_symbolic_tensor(variable.initial_tensor_value):
+                        variable.initial_tensor_value = None
+        if exc_type is not None:
+            return
+        for ref, (variable, before) in self.touched.before.items():
+            value = variable.initial_tensor_value if before is None else before
+            (self.params if variable.trainable else self.state)[ref] = value
+
+
+class _ApplyCall:
+    """Bookkeeping of one `apply` call (a context manager around `f`)."""
+
+    def __init__(self, params: Any, state: Any):
+        self._param_values = _check_values("params", params)
+        self._state_values = _check_values("state", state)
+        self.touched = _Touched()
+        self.new_state: State = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> None:
+        stack = self._stack
+        stack.enter_context(tf.variable_creator_scope(_forbid_creation))
+        stack.enter_context(tv.observe(self.touched))
+        try:
+            for variable, value in self._param_values + self._state_values:
+                variable.assign(value)
+        except BaseException:
+            self.__exit__(None)
+            raise
+
+    def __exit__(self, exc_type: Any, *exc_info: Any) -> None:
+        try:
+            if exc_type is None:
+                self.new_state = {
+                    v.ref(): v.tensor_value for v, _ in self._state_values
+                }
+            self._stack.close()
+        finally:
+            self.touched.restore()
+
+
 def transform_with_state(f: Callable[..., Any]) -> TransformedWithState:
     """Turns a function using Sonnet modules into a pure `(init, apply)` pair.
 
@@ -152,48 +220,22 @@ def transform_with_state(f: Callable[..., Any]) -> TransformedWithState:
     if not callable(f):
         raise utils.bad_type("f", "must be callable", f)
 
+    # These two run inside the user's `tf.function`s, where AutoGraph converts
+    # every function they call: they are kept tiny, with the bookkeeping in
+    # `_InitCall`/`_ApplyCall` (whose methods AutoGraph does not convert).
     def init_fn(*args: Any, **kwargs: Any) -> tuple[Params, State]:
-        touched = _Touched()
-        created: list[tf.Variable] = []
-        try:
-            with (
-                tv.variables(),
-                _new_variables(created),
-                tv.observe(touched),
-                tv.observe(_fill_from_initial),
-            ):
-                f(*args, **kwargs)
-        finally:
-            touched.restore()
-            for variable in created:
-                if isinstance(variable, tv.TensorVariable):
-                    variable.tensor_value = None
-                    # Created while tracing (`jit(init)`): the initial value
-                    # belongs to that graph and cannot be used again.
-                    if tf.is_symbolic_tensor(variable.initial_tensor_value):
-                        variable.initial_tensor_value = None
-        params: Params = {}
-        state: State = {}
-        for ref, (variable, before) in touched.before.items():
-            value = variable.initial_tensor_value if before is None else before
-            (params if variable.trainable else state)[ref] = value
-        return params, state
+        call = _InitCall()
+        with call:
+            f(*args, **kwargs)
+        return call.params, call.state
 
     def apply_fn(
         params: Params, state: State, *args: Any, **kwargs: Any
     ) -> tuple[Any, State]:
-        param_values = _check_values("params", params)
-        state_values = _check_values("state", state)
-        touched = _Touched()
-        try:
-            with tf.variable_creator_scope(_forbid_creation), tv.observe(touched):
-                for variable, value in param_values + state_values:
-                    variable.assign(value)
-                out = f(*args, **kwargs)
-                new_state = {v.ref(): v.tensor_value for v, _ in state_values}
-        finally:
-            touched.restore()
-        return out, new_state
+        call = _ApplyCall(params, state)
+        with call:
+            out = f(*args, **kwargs)
+        return out, call.new_state
 
     return TransformedWithState(init_fn, apply_fn)
 
@@ -202,6 +244,33 @@ _STATEFUL = (
     "must not use state (non-trainable variables) when transformed with "
     "`snt.functional.transform`; use `transform_with_state` instead"
 )
+
+
+@tf.autograph.experimental.do_not_convert
+def _check_no_state(state: State) -> None:
+    if state:
+        names = sorted(ref.deref().name for ref in state)
+        raise utils.bad_value("f", _STATEFUL, f"state variables {names}")
+
+
+class _StateWatch:
+    """Raises on exit if a (successful) block used non-trainable variables."""
+
+    def __init__(self) -> None:
+        self._touched = _Touched()
+        self._observer = tv.observe(self._touched)
+
+    def __enter__(self) -> None:
+        self._observer.__enter__()
+
+    def __exit__(self, exc_type: Any, *exc_info: Any) -> None:
+        self._observer.__exit__(exc_type, *exc_info)
+        if exc_type is None:
+            stateful = [
+                v.name for v, _ in self._touched.before.values() if not v.trainable
+            ]
+            if stateful:
+                raise utils.bad_value("f", _STATEFUL, f"state variables {stateful}")
 
 
 def without_state(f: TransformedWithState) -> Transformed:
@@ -236,17 +305,13 @@ def without_state(f: TransformedWithState) -> Transformed:
 
     def init_fn(*args: Any, **kwargs: Any) -> Params:
         params, state = init_f(*args, **kwargs)
-        if state:
-            raise utils.bad_value("f", _STATEFUL, f"state for {len(state)} variables")
+        _check_no_state(state)
         return params
 
     def apply_fn(params: Params, *args: Any, **kwargs: Any) -> Any:
-        touched = _Touched()
-        with tv.observe(touched):
+        watch = _StateWatch()
+        with watch:
             out, _ = apply_f(params, {}, *args, **kwargs)
-        stateful = [v.name for v, _ in touched.before.values() if not v.trainable]
-        if stateful:
-            raise utils.bad_value("f", _STATEFUL, f"state variables {stateful}")
         return out
 
     return Transformed(init_fn, apply_fn)

@@ -11,6 +11,10 @@ import tensorflow as tf
 
 from sonnet._src import utils
 
+# Marks helpers that AutoGraph should call as they are: converting them when
+# they run inside a user's `tf.function` would only cost tracing time.
+_no_autograph = tf.autograph.experimental.do_not_convert
+
 
 def device_put(t: Any, device: str | None = None) -> Any:
     """Copies every leaf of the nest `t` to `device` as a tensor.
@@ -29,6 +33,11 @@ def device_put(t: Any, device: str | None = None) -> Any:
     >>> snt.functional.device_put({"a": 1.0}, "/device:CPU:0")["a"].device
     '/job:localhost/replica:0/task:0/device:CPU:0'
     """
+    return _device_put(t, device)
+
+
+@_no_autograph
+def _device_put(t: Any, device: Any) -> Any:
     if device is not None and not isinstance(device, str):
         raise utils.bad_type("device", "must be a device name string or None", device)
 
@@ -61,7 +70,11 @@ def device_get(t: Any) -> Any:
     >>> snt.functional.device_get([tf.ones([2])])
     [array([1., 1.], dtype=float32)]
     """
+    return _device_get(t)
 
+
+@_no_autograph
+def _device_get(t: Any) -> Any:
     def get(leaf: Any) -> Any:
         if not isinstance(leaf, (tf.Tensor, tf.Variable)):
             return leaf
@@ -195,14 +208,15 @@ def value_and_grad(
     >>> float(value), float(dx), float(dy)
     (6.0, 3.0, 2.0)
     """
-    if not callable(f):
-        raise utils.bad_type("f", "must be callable", f)
-    positions = _check_argnums(argnums)
-    if not isinstance(has_aux, (bool, np.bool_)):
-        raise utils.bad_type("has_aux", "must be a bool", has_aux)
+    return _value_and_grad(f, argnums, has_aux)
 
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+
+class _GradCall:
+    """One call of a `value_and_grad` function: argument checks and the tape."""
+
+    def __init__(
+        self, positions: list[int], argnums: Any, has_aux: bool, args: tuple[Any, ...]
+    ):
         args_list = list(args)
         for i in positions:
             if not -len(args_list) <= i < len(args_list):
@@ -216,11 +230,22 @@ def value_and_grad(
             args_list[i] = tf.nest.map_structure(
                 functools.partial(_watchable, argnums), args_list[i]
             )
-        selected = tf.nest.map_structure(lambda i: args_list[i], argnums)
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(selected)
-            out = f(*args_list, **kwargs)
-        if has_aux:
+        self.args = args_list
+        self._has_aux = has_aux
+        self._selected = tf.nest.map_structure(lambda i: args_list[i], argnums)
+        self._tape = tf.GradientTape(watch_accessed_variables=False)
+
+    def __enter__(self) -> None:
+        self._tape.__enter__()
+        self._tape.watch(self._selected)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._tape.__exit__(*exc_info)
+
+    @_no_autograph
+    def finish(self, out: Any) -> tuple[Any, Any]:
+        """Returns `(out, grads)`."""
+        if self._has_aux:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise utils.bad_type(
                     "has_aux",
@@ -230,8 +255,27 @@ def value_and_grad(
             value = out[0]
         else:
             value = out
-        grads = tape.gradient(value, selected)
-        return out, grads
+        return out, self._tape.gradient(value, self._selected)
+
+
+@_no_autograph
+def _value_and_grad(
+    f: Callable[..., Any], argnums: Any, has_aux: bool
+) -> Callable[..., Any]:
+    if not callable(f):
+        raise utils.bad_type("f", "must be callable", f)
+    positions = _check_argnums(argnums)
+    if not isinstance(has_aux, (bool, np.bool_)):
+        raise utils.bad_type("has_aux", "must be a bool", has_aux)
+
+    # Runs inside the user's `tf.function`s, where AutoGraph converts every
+    # function it calls (and so `f`): kept tiny, the work is in `_GradCall`.
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = _GradCall(positions, argnums, has_aux, args)
+        with call:
+            out = f(*call.args, **kwargs)
+        return call.finish(out)
 
     return wrapper
 
@@ -254,7 +298,12 @@ def grad(
     >>> float(df(3.0))
     6.0
     """
-    value_and_grad_f = value_and_grad(f, argnums=argnums, has_aux=has_aux)
+    return _grad(f, argnums, has_aux)
+
+
+@_no_autograph
+def _grad(f: Callable[..., Any], argnums: Any, has_aux: bool) -> Callable[..., Any]:
+    value_and_grad_f = _value_and_grad(f, argnums, has_aux)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

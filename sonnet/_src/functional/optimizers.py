@@ -54,6 +54,9 @@ def _flatten(argument: str, structure: Any) -> list[Any]:
 
 
 def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
+    # None of these run user code, so AutoGraph need not convert them when
+    # they are called inside a `tf.function`.
+    @tf.autograph.experimental.do_not_convert
     def step(updates: list[Any], params: list[tf.Tensor], names: list[str]) -> Any:
         # Stand-ins for the parameters, made directly (not through
         # `tf.Variable`) so that `apply` may make them too.
@@ -65,12 +68,14 @@ def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
 
     transformed = haiku.transform_with_state(step)
 
+    @tf.autograph.experimental.do_not_convert
     def init(params: Any) -> dict[Any, tf.Tensor]:
         flat = [utils.to_tensor("params", p) for p in _flatten("params", params)]
         zeros = [tf.zeros_like(p) for p in flat]
         _, opt_state = transformed.init(zeros, flat, _leaf_names(params))
         return opt_state
 
+    @tf.autograph.experimental.do_not_convert
     def apply(
         opt_state: Any, updates: Any, params: Any
     ) -> tuple[Any, dict[Any, tf.Tensor]]:

@@ -10,6 +10,7 @@ variables around each call, and observe which variables the code uses.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,7 +30,8 @@ Its value is only set while a transformed function (`init` or `apply` of
 2. a variable is read in plain (untransformed) code after `init` created it;
 3. `init` created it while traced (e.g. `snt.functional.jit(f.init)`), and a
    later `init` traces or runs again: its initial value belonged to the first
-   trace. Call `init` once, or eagerly.
+   trace. Call `init` once, or eagerly (an eager `apply` also gives it an
+   initial value again).
 
 Reading metadata (`shape`, `dtype`, `name`, `trainable`) is always fine. To
 use the value, run the code inside `apply` and pass the parameters and state
@@ -97,8 +99,9 @@ class TensorVariable(tf.Variable):
       shape: Optional less specific static shape for later assignments.
 
     Attributes:
-      initial_tensor_value: The value given on creation (None if that value
-        belonged to a `tf.function` trace that has ended).
+      initial_tensor_value: The value given on creation. None if that value
+        belonged to a `tf.function` trace that has ended, until an eager
+        `assign*` sets it.
       tensor_value: The current value, or None.
 
     >>> with snt.functional.variables():
@@ -269,6 +272,10 @@ class TensorVariable(tf.Variable):
         return tensor
 
     def _write(self, value: tf.Tensor, read_value: bool = True) -> tf.Tensor | None:
+        # A variable whose initial value was lost (it belonged to an ended
+        # trace) adopts the first eager value written to it.
+        if self.initial_tensor_value is None and not tf.is_symbolic_tensor(value):
+            self.initial_tensor_value = value
         self.tensor_value = value
         return value if read_value else None
 
@@ -395,6 +402,15 @@ class TensorVariable(tf.Variable):
 
     def to_proto(self, *args: Any, **kwargs: Any) -> Any:
         raise self._unsupported("to_proto")
+
+
+# AutoGraph would convert these methods each time user code calling them is
+# traced; they contain no control flow on tensors, so it is told not to.
+for _name, _method in list(vars(TensorVariable).items()):
+    if inspect.isfunction(_method) and not _name.startswith("__"):
+        setattr(
+            TensorVariable, _name, tf.autograph.experimental.do_not_convert(_method)
+        )
 
 
 def _to_tensor(
