@@ -93,7 +93,8 @@ def load_npz(path: str) -> Dataset:
         arrays = {key: archive[key] for key in _NPZ_KEYS}
     x_train, x_test = _images(arrays["x_train"]), _images(arrays["x_test"])
     y_train, y_test = _labels(arrays["y_train"]), _labels(arrays["y_test"])
-    num_classes = int(max(y_train.max(), y_test.max())) + 1
+    # MNIST and CIFAR-10 have 10 classes; more if the labels say so.
+    num_classes = max(10, int(max(y_train.max(), y_test.max())) + 1)
     name = "mnist" if x_train.shape[1:] == (28, 28, 1) else os.path.basename(path)
     return Dataset(name, x_train, y_train, x_test, y_test, num_classes)
 
