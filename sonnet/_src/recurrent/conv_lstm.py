@@ -128,7 +128,8 @@ class _ConvNDLSTM(rnn_base.RNNCore):
             name="hidden_to_hidden",
         )
         state_shape = list(self._input_shape)
-        state_shape[self._channel_index] = self._output_channels
+        # `input_shape` has no batch dimension: channels are first or last.
+        state_shape[0 if channels_first else -1] = self._output_channels
         # A tuple: a list attribute would be tracked by the checkpoint.
         self._state_shape = tuple(state_shape)
         spec = rnn_base.state_spec(self._state_shape, self._dtype)
