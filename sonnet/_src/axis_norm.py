@@ -118,8 +118,8 @@ class NormParams:
         else:
             self.offset = None
 
-    def check_call(self: Any, inputs: tf.Tensor, scale: Any, offset: Any) -> None:
-        """Per-call checks: call-time parameters and the input's rank/channels."""
+    def check_params(self: Any, scale: Any, offset: Any) -> None:
+        """Rejects call-time parameters the module creates itself."""
         if scale is not None and self._create_scale:
             raise utils.bad_value(
                 "scale",
@@ -132,6 +132,9 @@ class NormParams:
                 "must be None when the module creates it (create_offset=True)",
                 offset,
             )
+
+    def check_inputs(self: Any, inputs: tf.Tensor) -> None:
+        """Per-call checks of the input's rank, channels and dtype."""
         shape = inputs.shape
         rank = shape.rank
         if rank is None:
@@ -231,9 +234,10 @@ class LayerNorm(NormParams, base.Module):
         Returns:
           A tensor of the same shape and dtype as `inputs`.
         """
+        self.check_params(scale, offset)
         inputs = utils.to_tensor("inputs", inputs)
         self._initialize(inputs)
-        self.check_call(inputs, scale, offset)
+        self.check_inputs(inputs)
         if scale is None:
             scale = self.scale
         if offset is None:

@@ -117,9 +117,10 @@ class GroupNorm(NormParams, base.Module):
         Returns:
           A tensor of the same shape and dtype as `inputs`.
         """
+        self.check_params(scale, offset)
         inputs = utils.to_tensor("inputs", inputs)
         self._initialize(inputs)
-        self.check_call(inputs, scale, offset)
+        self.check_inputs(inputs)
         if scale is None:
             scale = self.scale
         if offset is None:

@@ -1,0 +1,264 @@
+"""Tests for `snt.LayerNorm` and `snt.InstanceNorm`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sonnet as snt
+from tests.conformance import bad_input
+
+EPS = 1e-5
+
+
+def _data(shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=shape) * 3.0 + 1.0).astype(dtype)
+
+
+def _normalize(x, axes):
+    mean = x.mean(axes, keepdims=True)
+    var = x.var(axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + EPS)
+
+
+@pytest.mark.parametrize(
+    "axis, axes",
+    [
+        (-1, (3,)),
+        (3, (3,)),
+        ([1, 2], (1, 2)),
+        ((2, -1), (2, 3)),
+        (slice(1, None), (1, 2, 3)),
+        (slice(1, -1), (1, 2)),
+        (np.int64(1), (1,)),
+        (range(1, 3), (1, 2)),
+    ],
+)
+def test_layer_norm_axes(axis, axes):
+    x = _data([2, 3, 4, 5])
+    ln = snt.LayerNorm(axis, create_scale=False, create_offset=False)
+    np.testing.assert_allclose(ln(x), _normalize(x, axes), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_scale_and_offset():
+    x = _data([2, 3, 4])
+    ln = snt.LayerNorm(
+        -1,
+        create_scale=True,
+        create_offset=True,
+        scale_init=snt.initializers.Constant(2.0),
+        offset_init=snt.initializers.Constant(0.5),
+    )
+    y = ln(x)
+    np.testing.assert_allclose(y, _normalize(x, (2,)) * 2 + 0.5, rtol=1e-4, atol=1e-5)
+    assert [(v.name, v.shape.as_list(), v.trainable) for v in ln.variables] == [
+        ("layer_norm/offset:0", [4], True),
+        ("layer_norm/scale:0", [4], True),
+    ]
+
+
+def test_layer_norm_call_time_parameters():
+    x = _data([2, 3, 4])
+    ln = snt.LayerNorm(1, create_scale=False, create_offset=False)
+    scale = _data([4], seed=1)
+    offset = _data([4], seed=2)
+    y = ln(x, scale=scale, offset=offset)
+    np.testing.assert_allclose(
+        y, _normalize(x, (1,)) * scale + offset, rtol=1e-4, atol=1e-4
+    )
+    assert ln.scale is None and ln.offset is None
+    with pytest.raises(ValueError, match="does not currently contain any variables"):
+        ln.variables  # noqa: B018 - the property raises when empty
+
+
+def test_layer_norm_channels_first_params():
+    ln = snt.LayerNorm(slice(1, None), True, True, data_format="NCHW")
+    x = _data([2, 3, 4, 5])
+    y = ln(x)
+    assert ln.scale.shape == [3, 1, 1] and ln.offset.shape == [3, 1, 1]
+    np.testing.assert_allclose(y, _normalize(x, (1, 2, 3)), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_other_dims_may_change():
+    ln = snt.LayerNorm(1, True, True)
+    ln(_data([2, 3, 4]))
+    x = _data([5, 7, 4])
+    np.testing.assert_allclose(ln(x), _normalize(x, (1,)), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_float64_and_unknown_batch():
+    ln = snt.LayerNorm(-1, True, True)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float64)])
+    def f(x):
+        return ln(x)
+
+    x = _data([4, 3], dtype=np.float64)
+    np.testing.assert_allclose(f(x), _normalize(x, (1,)), rtol=1e-6)
+    assert ln.scale.dtype == tf.float64
+
+
+@pytest.mark.parametrize(
+    "fmt, shape, axes, params",
+    [
+        ("channels_last", (2, 4, 5, 3), (1, 2), [3]),
+        ("NHWC", (2, 4, 5, 3), (1, 2), [3]),
+        ("NCHW", (2, 3, 4, 5), (2, 3), [3, 1, 1]),
+        ("channels_first", (2, 3, 4), (2,), [3, 1]),
+        ("NWC", (2, 4, 3), (1,), [3]),
+        ("NDHWC", (2, 2, 3, 4, 3), (1, 2, 3), [3]),
+    ],
+)
+def test_instance_norm(fmt, shape, axes, params):
+    norm = snt.InstanceNorm(True, True, data_format=fmt)
+    x = _data(shape)
+    np.testing.assert_allclose(norm(x), _normalize(x, axes), rtol=1e-4, atol=1e-5)
+    assert norm.scale.shape == params
+    assert [v.name for v in norm.variables] == [
+        "instance_norm/offset:0",
+        "instance_norm/scale:0",
+    ]
+
+
+def test_repr():
+    assert repr(snt.LayerNorm(1, True, False)) == (
+        "LayerNorm(axis=1, create_scale=True, create_offset=False)"
+    )
+    assert repr(snt.InstanceNorm(True, True, eps=1e-3)) == (
+        "InstanceNorm(create_scale=True, create_offset=True, eps=0.001)"
+    )
+
+
+def test_instance_norm_is_a_layer_norm():
+    assert issubclass(snt.InstanceNorm, snt.LayerNorm)
+
+
+# Errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"axis": "foo"}, TypeError, "`axis` must be an int, a slice or an iterable"),
+        ({"axis": ["foo"]}, TypeError, "`axis` must be an int"),
+        ({"axis": 1.5}, TypeError, "`axis`"),
+        ({"axis": True}, TypeError, "`axis`"),
+        (
+            {"create_scale": False, "scale_init": snt.initializers.Ones()},
+            ValueError,
+            "`scale_init` must be None when `create_scale=False`",
+        ),
+        (
+            {"create_offset": False, "offset_init": snt.initializers.Ones()},
+            ValueError,
+            "`offset_init` must be None when `create_offset=False`",
+        ),
+        ({"scale_init": 1.0}, TypeError, "`scale_init` must be a callable"),
+        ({"eps": -1}, ValueError, "`eps`"),
+        ({"data_format": "XYZ"}, ValueError, "`data_format`"),
+        ({"create_scale": None}, TypeError, "`create_scale` must be a bool"),
+    ],
+)
+def test_layer_norm_constructor_errors(kwargs, error, match):
+    args = {"axis": 1, "create_scale": True, "create_offset": True, **kwargs}
+    with pytest.raises(error, match=match):
+        snt.LayerNorm(**args)
+
+
+def test_instance_norm_constructor_errors():
+    with pytest.raises(ValueError, match="`data_format`"):
+        snt.InstanceNorm(True, True, data_format="nope")
+    with pytest.raises(ValueError, match="`scale_init` must be None"):
+        snt.InstanceNorm(False, True, scale_init=snt.initializers.Ones())
+
+
+@pytest.mark.parametrize("axis", [3, -4, [0, 3], [1, 1], [1, -2]])
+def test_invalid_axis_for_rank(axis):
+    ln = snt.LayerNorm(axis, True, True)
+    match = "`axis` must (name axes of the rank-3|not repeat)"
+    with pytest.raises(ValueError, match=match):
+        ln(tf.ones([2, 3, 4]))
+    assert not hasattr(ln, "scale")  # No variables were created.
+    ln2 = snt.LayerNorm(axis, True, True)
+    if axis in (3, [0, 3]):
+        ln2(tf.ones([2, 3, 4, 5]))  # Valid for a rank-4 input.
+
+
+def test_call_errors():
+    ln = snt.LayerNorm(-1, True, True)
+    x = tf.ones([2, 3])
+    with pytest.raises(ValueError, match="`scale` must be None when the module"):
+        ln(x, scale=tf.ones([3]))
+    with pytest.raises(ValueError, match="`offset` must be None when the module"):
+        ln(x, offset=tf.ones([3]))
+    with pytest.raises(ValueError, match="`inputs` must have a known rank >= 2"):
+        ln(tf.ones([3]))
+    with pytest.raises(TypeError, match="`inputs` must have a floating point"):
+        ln(tf.ones([2, 3], tf.int32))
+    ln(x)
+    with pytest.raises(ValueError, match=r"must keep the rank of the first call \(2\)"):
+        ln(tf.ones([2, 3, 3]))
+    with pytest.raises(ValueError, match=r"number of channels of the first call \(3\)"):
+        ln(tf.ones([2, 4]))
+    with pytest.raises(TypeError, match=r"dtype of the first call \(float32\)"):
+        ln(tf.ones([2, 3], tf.float16))
+
+
+def test_unknown_channels():
+    ln = snt.LayerNorm(-1, True, True)
+    f = tf.function(ln, input_signature=[tf.TensorSpec([2, None])])
+    with pytest.raises(ValueError, match="statically known number of channels"):
+        f.get_concrete_function()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            "axis",
+            "create_scale",
+            "create_offset",
+            "eps",
+            "scale_init",
+            "offset_init",
+            "data_format",
+            "name",
+        ]
+    ),
+    bad_input.junk(),
+)
+def test_junk_constructor_arguments(argument, value):
+    kwargs = {"axis": -1, "create_scale": True, "create_offset": False}
+    kwargs[argument] = value
+    ok, module = bad_input.outcome(lambda: snt.LayerNorm(**kwargs), [argument])
+    if ok:
+        bad_input.outcome(lambda: module(tf.ones([2, 3])), ["inputs", "axis"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(["add", "drop", "dtype", "channels", "other"]),
+    st.sampled_from([tf.float64, tf.int32, tf.bool, tf.string, tf.complex64]),
+)
+def test_bad_inputs(kind, dtype):
+    norm = snt.InstanceNorm(True, True)
+    x = tf.constant(_data([2, 3, 3, 4]))
+    norm(x)
+    if kind == "add":
+        bad = x[None]
+    elif kind == "drop":
+        bad = x[0]
+    elif kind == "dtype":
+        bad = tf.fill(x.shape, "a") if dtype == tf.string else tf.cast(x, dtype)
+    elif kind == "channels":
+        bad = tf.pad(x, [[0, 0], [0, 0], [0, 0], [0, 1]])
+    else:
+        bad = tf.pad(x, [[0, 1], [0, 1], [0, 0], [0, 0]])
+    before = bad_input.snapshot(norm)
+    ok, _ = bad_input.outcome(lambda: norm(bad), ["inputs"])
+    assert ok == (kind == "other")
+    bad_input.assert_unchanged(norm, before)
