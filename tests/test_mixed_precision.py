@@ -336,3 +336,22 @@ def test_first_call_inside_tf_function():
         y = tf.function(mod)(x)
     assert y.dtype == tf.float32
     assert [v.dtype for v in mod.variables] == [tf.float32, tf.float32]
+
+
+def test_callable_object_without_dict():
+    class Slotted:
+        __slots__ = ("calls",)
+
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, x):
+            self.calls.append(x.dtype)
+            return x
+
+    obj = Slotted()
+    call = snt.mixed_precision.modes([tf.float16])(obj)
+    with snt.mixed_precision.scope(tf.float16):
+        for _ in range(3):
+            assert call(tf.ones([1])).dtype == tf.float32
+    assert obj.calls == [tf.float32, tf.float16, tf.float16]

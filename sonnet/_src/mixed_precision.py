@@ -192,9 +192,10 @@ class _Modes:
         return _cast_call(target, dtype, args, kwargs)
 
     def _seen(self, instance: Any) -> bool:
-        if instance is None:
+        state = getattr(instance, "__dict__", None)
+        if state is None:
             return self._called
-        seen = getattr(instance, "__dict__", {}).get(_SEEN)
+        seen = state.get(_SEEN)
         return seen is not None and self._key in seen
 
     def _mark_seen(self, instance: Any) -> None:
