@@ -31,7 +31,13 @@ FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
 
 # Errors a TF op raises on inputs it cannot handle: eagerly at run time
 # (`InvalidArgumentError`) or while tracing, from shape/dtype inference.
-OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
+# oneDNN's CPU kernels report some invalid inputs as `AbortedError`.
+OP_ERRORS = (
+    tf.errors.InvalidArgumentError,
+    tf.errors.AbortedError,
+    ValueError,
+    TypeError,
+)
 
 Padding = Callable[[int], Sequence[int]]
 
@@ -43,7 +49,11 @@ _PADDING_EXPECTED = (
 
 def check_num_spatial_dims(num_spatial_dims: Any, kind: str) -> int:
     """Validates `num_spatial_dims` (1, 2 or 3) for a `kind` of convolution."""
-    n = utils.check_positive_int("num_spatial_dims", num_spatial_dims)
+    if isinstance(num_spatial_dims, bool) or not isinstance(
+        num_spatial_dims, (int, np.integer)
+    ):
+        raise utils.bad_type("num_spatial_dims", "must be an integer", num_spatial_dims)
+    n = int(num_spatial_dims)
     if n not in FORMATS:
         raise utils.bad_value(
             "num_spatial_dims",
@@ -60,13 +70,15 @@ def check_data_format(data_format: Any, num_spatial_dims: int) -> bool:
     "channels_last"/"channels_first", and None (channels-last).
     """
     last, first = FORMATS[num_spatial_dims]
-    if data_format is None or data_format in (last, "channels_last"):
+    if data_format is None:
         return False
-    if data_format in (first, "channels_first"):
-        return True
     expected = f"must be {last!r} (channels last) or {first!r} (channels first)"
     if not isinstance(data_format, str):
         raise utils.bad_type("data_format", expected, data_format)
+    if data_format in (last, "channels_last"):
+        return False
+    if data_format in (first, "channels_first"):
+        return True
     raise utils.bad_value(
         "data_format",
         f"{expected} for {num_spatial_dims} spatial dimension(s)",
@@ -472,6 +484,7 @@ class ConvND(base.Module):
         self._op_format = fmt
         self._op_strides = (1, 1, *strides) if op_first else (1, *strides, 1)
 
+    @utils.no_autograph
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """Applies the convolution.
 

@@ -65,6 +65,13 @@ def _check_output_shape(output_shape: Any, n: int) -> tuple[int, ...] | None:
     return tuple(utils.check_positive_int("output_shape", d) for d in output_shape)
 
 
+def _input_size(output_size: int, stride: int, k: int, rate: int, padding: str) -> int:
+    """The input size from which a convolution produces `output_size`."""
+    if padding == "SAME":
+        return -(-output_size // stride)
+    return max(-(-(output_size - (k - 1) * rate) // stride), 0)
+
+
 class ConvNDTranspose(base.Module):
     """A transposed convolution over 1, 2 or 3 spatial dimensions.
 
@@ -147,6 +154,16 @@ class ConvNDTranspose(base.Module):
             )
         self._padding = padding
         self._channels_first = conv.check_data_format(data_format, n)
+        # (axis, spatial dim, size) the inputs must have for `output_shape`.
+        self._expected_inputs = ()
+        if self._fixed_spatial is not None:
+            first_axis = 2 if self._channels_first else 1
+            self._expected_inputs = tuple(
+                (first_axis + d, d, _input_size(size, s, k, r, padding))
+                for d, (size, s, k, r) in enumerate(
+                    zip(self._fixed_spatial, self._strides, self._kernel, self._rates)
+                )
+            )
         self._channel_index = 1 if self._channels_first else -1
         self._data_format = data_format
         self._with_bias = conv.check_bool("with_bias", with_bias)
@@ -209,25 +226,29 @@ class ConvNDTranspose(base.Module):
             self._op_dilations = (1, *rates, 1)
 
     def _check_output_shape_fits(self, inputs: tf.Tensor) -> None:
-        """Raises if `output_shape` does not map back to the inputs' size."""
+        """Raises if `output_shape` does not map back to the inputs' size.
+
+        The op would fail (or, in oneDNN's CPU kernels, raise an unrelated
+        error), so this runs on every call of a module with an `output_shape`.
+        Sizes unknown while tracing are checked when the graph runs.
+        """
         shape = inputs.shape
-        if shape.rank != self._num_spatial_dims + 2:
-            return
-        first_axis = 2 if self._channels_first else 1
-        assert self._fixed_spatial is not None
-        for d, size in enumerate(self._fixed_spatial):
-            actual = shape[first_axis + d]
-            s, k, r = self._strides[d], self._kernel[d], self._rates[d]
-            if self._padding == "SAME":
-                expected = -(-size // s)
-            else:
-                expected = max(-(-(size - (k - 1) * r) // s), 0)
-            if actual is not None and actual != expected:
+        output_shape = list(self._fixed_spatial or ())
+        for axis, d, expected in self._expected_inputs:
+            actual = shape[axis]
+            if actual is None:
+                tf.debugging.assert_equal(
+                    tf.shape(inputs)[axis],
+                    expected,
+                    message=f"`inputs` must have spatial size {expected} in "
+                    f"dimension {d} for output_shape={output_shape}",
+                )
+            elif actual != expected:
                 raise utils.bad_value(
                     "inputs",
                     f"must have spatial size {expected} in dimension {d} for "
-                    f"output_shape={list(self._fixed_spatial)} with stride {s} "
-                    f"and {self._padding} padding",
+                    f"output_shape={output_shape} with stride "
+                    f"{self._strides[d]} and {self._padding} padding",
                     tuple(shape.as_list()),
                 )
 
@@ -261,6 +282,7 @@ class ConvNDTranspose(base.Module):
             sizes = [batch, *spatial, channels]
         return tf.stack(sizes) if dynamic else sizes
 
+    @utils.no_autograph
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """Applies the transposed convolution.
 
@@ -278,6 +300,8 @@ class ConvNDTranspose(base.Module):
         # on some wrong-rank inputs instead of raising.
         if inputs.shape.rank != self._rank:
             raise conv.rank_error(inputs, self._rank)
+        if self._expected_inputs:
+            self._check_output_shape_fits(inputs)
         try:
             x = inputs
             if self._transpose:
@@ -330,11 +354,6 @@ class ConvNDTranspose(base.Module):
         return y
 
     def _call_error(self, inputs: tf.Tensor, error: Exception | None) -> Exception:
-        if self._fixed_spatial is not None and inputs.dtype == self.w.dtype:
-            try:
-                self._check_output_shape_fits(inputs)
-            except ValueError as e:
-                return e
         return conv.call_error(
             inputs,
             error,

@@ -124,6 +124,7 @@ class DepthwiseConv2D(base.Module):
             else ()
         )
 
+    @utils.no_autograph
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """Applies the depthwise convolution.
 
