@@ -502,3 +502,80 @@ def test_src_not_reachable():
 
 def test_version():
     assert snt.__version__ == "2.1.0.dev0"
+
+
+def test_format_variables_matches_original_layout():
+    with tf.device("/cpu:0"):
+        with tf.name_scope("m1"):
+            v1 = tf.Variable(tf.zeros([3, 4]), name="v1")
+        with tf.name_scope("m2"):
+            v2 = tf.Variable(tf.zeros([5], tf.int32), name="v2", trainable=False)
+    assert snt.format_variables([v2, v1]) == (
+        "| Variable   | Spec     | Trainable   | Device   |\n"
+        "|------------+----------+-------------+----------|\n"
+        "| m1/v1      | f32[3,4] | True        | CPU      |\n"
+        "| m2/v2      | i32[5]   | False       | CPU      |"
+    )
+
+
+def test_format_variables_groups_by_scope_and_rank():
+    a = tf.Variable(tf.zeros([2]), name="s/a")
+    b = tf.Variable(tf.zeros([2, 2]), name="s/b")
+    c = tf.Variable(tf.zeros([], tf.bfloat16), name="t/c")
+    lines = snt.format_variables([c, a, b], tablefmt="plain").splitlines()[1:]
+    assert [line.split()[0] for line in lines] == ["s/b", "s/a", "t/c"]
+    assert "bf16[]" in lines[2]
+
+
+def test_log_variables(caplog):
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    with caplog.at_level("INFO"):
+        snt.log_variables([tf.Variable(1.0, name="logged")])
+    assert any("logged" in r.getMessage() for r in caplog.records)
+
+
+def test_deferred_builds_once_in_caller_scope_and_forwards():
+    with tf.name_scope("outer"):
+        d = snt.Deferred(lambda: snt.Linear(2), call_methods=("__call__",))
+    assert "Deferred" not in d.__dict__
+    y = d(tf.ones([1, 3]))
+    assert y.shape == [1, 2]
+    assert d.target is d.target
+    assert d.w.name == "linear/w:0"
+    assert d.output_size == 2
+    d.output_size = 7
+    assert d.target.output_size == 7
+    assert repr(d) == "Deferred(Linear(output_size=2))"
+
+
+def test_deferred_errors():
+    with pytest.raises(TypeError, match="`constructor`.*Received: 3"):
+        snt.Deferred(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="`call_methods`.*Received: 'f'"):
+        snt.Deferred(lambda: snt.Linear(1), call_methods="f")
+    d = snt.Deferred(lambda: snt.Linear(1))
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        _ = d.missing
+
+
+def test_deferred_call_methods():
+    class Target(snt.Module):
+        def double(self, x):
+            return 2 * x
+
+    d = snt.Deferred(Target, call_methods=("double",))
+    assert d.double(3) == 6
+
+
+def test_build_returns_output_specs_and_creates_variables():
+    lin = snt.Linear(4)
+    spec = snt.build(lin, [None, 3])
+    assert spec == tf.TensorSpec([None, 4], tf.float32)
+    assert [v.shape.as_list() for v in lin.variables] == [[4], [3, 4]]
+    assert snt.build(lambda x: None, [1]) is None
+    assert snt.build(lambda x: (x, None), tf.TensorSpec([2], tf.int32)) == (
+        tf.TensorSpec([2], tf.int32),
+        None,
+    )

@@ -351,6 +351,16 @@ class Optimizer(Module):
 
     Subclasses implement `apply(updates, parameters)`, which applies one update
     per parameter (a `None` update leaves its parameter alone).
+
+    >>> class PlainSGD(snt.Optimizer):
+    ...   def apply(self, updates, parameters):
+    ...     for update, parameter in zip(updates, parameters):
+    ...       if update is not None:
+    ...         parameter.assign_sub(0.1 * update)
+    >>> w = tf.Variable([1.0, 2.0])
+    >>> PlainSGD().apply([tf.constant([1.0, 1.0])], [w])
+    >>> w.numpy().tolist()
+    [0.8999999761581421, 1.899999976158142]
     """
 
     @abc.abstractmethod

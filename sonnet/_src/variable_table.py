@@ -72,10 +72,10 @@ def format_variables(variables: Iterable[tf.Variable], tablefmt: str = "orgtbl")
     ...   lin = snt.Linear(2)
     ...   _ = lin(tf.ones([1, 3]))
     >>> print(snt.format_variables(lin.variables))
-    | Variable   | Spec    | Trainable   | Device   |
-    |------------+---------+-------------+----------|
+    | Variable   | Spec     | Trainable   | Device   |
+    |------------+----------+-------------+----------|
     | linear/w   | f32[3,2] | True        | CPU      |
-    | linear/b   | f32[2]  | True        | CPU      |
+    | linear/b   | f32[2]   | True        | CPU      |
     """
     rows = [
         (_name(v), _spec(v), str(v.trainable), _device(v))
