@@ -25,8 +25,8 @@ from sonnet._src.deferred import Deferred
 from sonnet._src.depthwise_conv import DepthwiseConv2D
 from sonnet._src.dropout import Dropout
 from sonnet._src.embed import Embed
-from sonnet._src.group_norm import GroupNorm
 from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
+from sonnet._src.group_norm import GroupNorm
 from sonnet._src.linear import Linear
 from sonnet._src.metrics import Mean, Metric, Sum
 from sonnet._src.moving_averages import ExponentialMovingAverage

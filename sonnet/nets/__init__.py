@@ -1,7 +1,19 @@
 """Networks built from Sonnet modules: `snt.nets`."""
 
+from sonnet._src.nets.cifar10_convnet import Cifar10ConvNet as Cifar10ConvNet
 from sonnet._src.nets.mlp import MLP as MLP
+from sonnet._src.nets.resnet import ResNet as ResNet
+from sonnet._src.nets.resnet import ResNet50 as ResNet50
+from sonnet._src.nets.vqvae import VectorQuantizer as VectorQuantizer
+from sonnet._src.nets.vqvae import VectorQuantizerEMA as VectorQuantizerEMA
+from sonnet.nets import resnet as resnet
 
 __all__ = [
+    "Cifar10ConvNet",
     "MLP",
+    "ResNet",
+    "ResNet50",
+    "VectorQuantizer",
+    "VectorQuantizerEMA",
+    "resnet",
 ]
