@@ -14,6 +14,13 @@ device. TensorFlow's CPU kernels only implement channels-last layouts, so
 channels-first modules placed on a CPU transpose to channels-last around the
 op (decided once, when the variables are created); on GPU/TPU they run
 natively.
+
+Input checks: most bad inputs make the op fail, and the error is then
+explained in our words (the zero-cost `try`/`except` around the ops). A few
+are checked before running the op because TensorFlow's oneDNN CPU kernels do
+not fail cleanly: a wrong rank aborts the process, and an input whose output
+would be empty (an empty batch, or a "VALID" input smaller than the kernel)
+comes back as a tensor of the wrong shape.
 """
 
 from __future__ import annotations
