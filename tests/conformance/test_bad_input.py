@@ -1,18 +1,43 @@
-"""Bad inputs for every registered module (see `bad_input.py` for the contract).
+"""Bad input for every registered module and every public function.
 
-Each registered case is built with its valid example inputs; hypothesis then
-replaces one input tensor with a variant of the wrong rank, the wrong dtype or
-a changed size and calls the module again. The call must either work or raise
-a `ValueError`/`TypeError` naming an argument and showing the received value;
-after a failure the module's variables are unchanged and a valid call still
-gives the original result. The same variants are also tried on a fresh module
-(so build-time checks are exercised).
+The contract (see `bad_input.py`): given invalid constructor arguments or
+invalid inputs, a module or function either works or raises a `ValueError` /
+`TypeError` whose message names an argument and shows the received value.
+A failed call leaves the module's variables unchanged and the module usable.
+
+Suites, each run over every registered case (`registry.py`):
+
+* `test_bad_inputs_after_build`: the module is built once with its example
+  inputs; hypothesis then feeds it variants of those inputs: one tensor with
+  the wrong rank, the wrong dtype, a changed size, a zero-size dimension, NaN
+  or Inf values, a NumPy array instead of a tensor; a whole batch of zero
+  examples; and, for RNN cores, mismatched `prev_state` / `initial_state`
+  structures (wrong nesting, wrong batch, wrong sizes). On success: an empty
+  batch gives an empty result of the right shape and never poisons variables
+  with NaN; all-NaN inputs propagate to the outputs. On failure: variables are
+  unchanged and a valid call still gives the reference result.
+* `test_bad_inputs_on_first_call`: the same variants on fresh modules (so
+  build-time checks run); a failed first call must not leave a half-built
+  module behind.
+* `test_constructor_junk`: one constructor argument at a time replaced by
+  junk (`bad_input.ctor_junk()`); a module the constructor accepts must then
+  build cleanly or fail cleanly.
+* `test_function_bad_arguments`: the same for the plain functions (reshape,
+  unrolls, padding, initializers, regularizers, ...) from `FUNCTIONS`.
+
+The number of examples per case is `SNT_FUZZ_EXAMPLES` (default 200). Each test
+builds its module once and reuses the input tensors, so an example costs one
+module call.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import inspect
+import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,130 +46,744 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import sonnet as snt
 from tests.conformance import bad_input
 from tests.conformance.registry import CASES, Case
 
-EXAMPLES = int(os.environ.get("SNT_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("SNT_FUZZ_EXAMPLES", "200"))
+# Each first-call example builds a fresh module: fewer of them.
+FIRST_CALL_EXAMPLES = max(EXAMPLES // 10, 5)
 
-_BAD_DTYPES = [tf.string, tf.bool, tf.complex64, tf.float64, tf.int32, tf.float16]
+pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-def _argument_names(case: Case, module: Any) -> list[str]:
-    names = set(bad_input.parameter_names(type(module)))
-    call = vars(type(module)).get("__call__") or type(module).__call__
-    if call is not None:
-        try:
-            names.update(inspect.signature(inspect.unwrap(call)).parameters)
-        except (TypeError, ValueError):
-            pass
+def _settings(examples: int) -> Any:
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+        database=None,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Helpers.
+
+
+def _argument_names(module_or_cls: Any) -> list[str]:
+    cls = module_or_cls if inspect.isclass(module_or_cls) else type(module_or_cls)
+    names = set(bad_input.parameter_names(cls))
+    # The entry points: calls, and `apply` for optimizers.
+    for method in ("__call__", "apply"):
+        fn = getattr(cls, method, None)
+        if fn is not None:
+            try:
+                names.update(inspect.signature(inspect.unwrap(fn)).parameters)
+            except (TypeError, ValueError):
+                pass
     names.discard("self")
+    names.discard("args")
+    names.discard("kwargs")
     names.update({"inputs", "input_sequence", "prev_state", "initial_state"})
     return sorted(names)
 
 
-def _variant(x: tf.Tensor, kind: str, amount: int, dtype: tf.DType, axis: int) -> Any:
-    rank = x.shape.rank or 0
-    if kind == "add_dims":
-        for _ in range(amount):
-            x = tf.expand_dims(x, 0)
-        return x
-    if kind == "drop_dims":
-        for _ in range(min(amount, rank)):
-            x = x[0]
-        return x
-    if kind == "dtype":
-        if dtype == tf.string:
-            return tf.fill(x.shape, "a")
-        if dtype == tf.bool:
-            return tf.fill(x.shape, True)
-        return tf.cast(tf.math.real(x) if x.dtype.is_complex else x, dtype)
-    # kind == "resize"
-    if rank == 0:
-        return tf.stack([x, x])
-    pad = [[0, 0]] * rank
-    pad[axis % rank] = [0, amount]
-    return tf.pad(x, pad)
+def _variables(module: Any) -> tuple[tf.Variable, ...]:
+    return tuple(tf.Module.variables.fget(module))  # type: ignore[attr-defined]
 
 
-variants = st.tuples(
-    st.sampled_from(["add_dims", "drop_dims", "dtype", "resize"]),
-    st.integers(1, 2),
-    st.sampled_from(_BAD_DTYPES),
-    st.integers(-3, 3),
-)
+def _reset(module: Any, values: list[np.ndarray]) -> None:
+    variables = _variables(module)
+    assert len(variables) == len(values), (
+        f"a successful call changed the number of variables from {len(values)} "
+        f"to {len(variables)}"
+    )
+    for v, value in zip(variables, values):
+        v.assign(value)
 
 
-def _replace_leaf(inputs: tuple[Any, ...], index: int, value: Any) -> tuple[Any, ...]:
-    leaves = tf.nest.flatten(inputs)
-    leaves[index] = value
-    return tuple(tf.nest.pack_sequence_as(inputs, leaves))
-
-
-def _tensor_leaf_indices(inputs: tuple[Any, ...]) -> list[int]:
+def _finite_mask(values: list[np.ndarray]) -> list[bool]:
     return [
-        i
-        for i, leaf in enumerate(tf.nest.flatten(inputs))
-        if isinstance(leaf, tf.Tensor)
+        bool(np.all(np.isfinite(v))) if np.issubdtype(v.dtype, np.inexact) else True
+        for v in values
     ]
 
 
-def _close(a: Any, b: Any) -> None:
-    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-5)
+def _assert_no_new_non_finite(module: Any, before: list[bool], what: str) -> None:
+    after = _finite_mask(bad_input.snapshot(module))
+    for i, (b, a) in enumerate(zip(before, after)):
+        assert a or not b, f"{what} wrote NaN/Inf into variable {i}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def _assert_propagates(result: Any, what: str) -> None:
+    leaves = [
+        np.asarray(x)
+        for x in tf.nest.flatten(result, expand_composites=True)
+        if isinstance(x, (tf.Tensor, tf.Variable, np.ndarray))
+    ]
+    floating = [x for x in leaves if np.issubdtype(x.dtype, np.inexact) and x.size]
+    if floating:
+        assert any(not np.all(np.isfinite(x)) for x in floating), (
+            f"{what}: all-non-finite inputs gave all-finite outputs"
+        )
+
+
+def _assert_close(case: Case, expected: Any, actual: Any) -> None:
+    e_leaves = tf.nest.flatten(expected, expand_composites=True)
+    a_leaves = tf.nest.flatten(actual, expand_composites=True)
+    assert len(e_leaves) == len(a_leaves), "output structure changed"
+    for e, a in zip(e_leaves, a_leaves):
+        e, a = np.asarray(e), np.asarray(a)
+        assert e.shape == a.shape and e.dtype == a.dtype
+        if case.deterministic:
+            np.testing.assert_allclose(
+                a, e, rtol=case.tolerance, atol=case.tolerance, equal_nan=True
+            )
+
+
+def _tensor_indices(inputs: Any) -> list[int]:
+    return [
+        i for i, x in enumerate(tf.nest.flatten(inputs)) if isinstance(x, tf.Tensor)
+    ]
+
+
+def _replace_leaf(inputs: Any, index: int, value: Any) -> Any:
+    leaves = tf.nest.flatten(inputs)
+    leaves[index] = value
+    return tf.nest.pack_sequence_as(inputs, leaves)
+
+
+# ---------------------------------------------------------------------------
+# Input variants ("attacks"). An attack is a tuple whose first element names
+# its kind; `_apply` turns it into bad inputs.
+
+_SIZES = ("one", "minus_one", "plus_one", "plus_two")
+_NON_FINITE = (math.nan, math.inf, -math.inf)
+
+
+def _leaf_attacks(leaves: list[int], float_leaves: list[int]) -> list[Any]:
+    leaf = st.sampled_from(leaves)
+    strategies = [
+        st.tuples(
+            st.just("rank"),
+            leaf,
+            st.sampled_from([-2, -1, 1, 2]),
+            st.booleans(),
+        ),
+        st.tuples(st.just("dtype"), leaf, st.sampled_from(bad_input.BAD_DTYPES)),
+        st.tuples(st.just("resize"), leaf, st.integers(0, 5), st.sampled_from(_SIZES)),
+        st.tuples(st.just("zero_size"), leaf, st.integers(0, 5)),
+        st.tuples(st.just("numpy"), leaf),
+        st.tuples(st.just("empty_batch")),
+    ]
+    if float_leaves:
+        strategies.append(
+            st.tuples(
+                st.just("non_finite"),
+                st.sampled_from(float_leaves),
+                st.sampled_from(_NON_FINITE),
+                st.booleans(),
+            )
+        )
+    return strategies
+
+
+def _new_size(size: int, choice: str) -> int:
+    return {
+        "one": 1,
+        "minus_one": max(size - 1, 1),
+        "plus_one": size + 1,
+        "plus_two": size + 2,
+    }[choice]
+
+
+def _apply_leaf_attack(
+    attack: tuple[Any, ...], inputs: Any, time_major: bool = False
+) -> Any:
+    kind = attack[0]
+    if kind == "empty_batch":
+        return bad_input.empty_batch(tuple(inputs), time_major_first=time_major)
+    index = attack[1]
+    x = tf.nest.flatten(inputs)[index]
+    rank = x.shape.rank or 0
+    if kind == "rank":
+        bad = bad_input.with_rank_change(x, attack[2], attack[3])
+    elif kind == "dtype":
+        bad = bad_input.with_dtype(x, attack[2])
+    elif kind == "resize":
+        axis = attack[2] % rank if rank else 0
+        size = int(x.shape[axis]) if rank else 1
+        bad = bad_input.with_size(x, axis, _new_size(size, attack[3]))
+    elif kind == "zero_size":
+        bad = bad_input.with_size(x, attack[2] % rank if rank else 0, 0)
+    elif kind == "numpy":
+        bad = x.numpy()
+    elif kind == "non_finite":
+        bad = bad_input.with_non_finite(x, attack[2], attack[3])
+    else:
+        raise AssertionError(f"unknown attack {attack}")
+    return _replace_leaf(inputs, index, bad)
+
+
+def _state_index(case: Case, inputs: tuple[Any, ...]) -> int | None:
+    """Position of the RNN state among the inputs, if the case has one."""
+    if len(inputs) >= 2 and issubclass(case.cls, (snt.RNNCore, snt.UnrolledRNN)):
+        return 1
+    return None
+
+
+def _time_major(case: Case, inputs: tuple[Any, ...]) -> bool:
+    """Whether the first input is a time-major sequence `[T, B, ...]`."""
+    if issubclass(case.cls, snt.UnrolledRNN):
+        return True
+    # Cores registered with a single input are unrolled over a sequence.
+    return issubclass(case.cls, snt.RNNCore) and len(inputs) == 1
+
+
+class _Attacks:
+    """The attacks for one case's inputs, with the state variants precomputed."""
+
+    def __init__(self, case: Case, inputs: tuple[Any, ...]):
+        self.inputs = inputs
+        self.time_major = _time_major(case, inputs)
+        leaves = _tensor_indices(inputs)
+        float_leaves = [
+            i for i in leaves if bad_input.is_float_tensor(tf.nest.flatten(inputs)[i])
+        ]
+        strategies = _leaf_attacks(leaves, float_leaves) if leaves else []
+        self.state_index = _state_index(case, inputs)
+        self.state_variants: list[tuple[str, Any]] = []
+        if self.state_index is not None:
+            self.state_variants = bad_input.state_variants(inputs[self.state_index])
+            strategies.append(
+                st.tuples(
+                    st.just("state"), st.integers(0, len(self.state_variants) - 1)
+                )
+            )
+        self.strategy = st.one_of(*strategies) if strategies else None
+
+    def apply(self, attack: tuple[Any, ...]) -> tuple[Any, ...]:
+        if attack[0] == "state":
+            assert self.state_index is not None
+            bad = list(self.inputs)
+            bad[self.state_index] = self.state_variants[attack[1]][1]
+            return tuple(bad)
+        return tuple(_apply_leaf_attack(attack, self.inputs, self.time_major))
+
+
+# Classes whose outputs may legitimately stay finite for all-NaN inputs.
+_NAN_MAY_VANISH: dict[type, str] = {
+    snt.nets.ResNet: (
+        "TensorFlow's CPU max-pool kernel maps an all-NaN window to the lowest "
+        "float, and the logits layer is zero-initialized"
+    ),
+}
+
+
+def _check_success(
+    case: Case,
+    attack: tuple[Any, ...],
+    result: Any,
+    reference: Any,
+    module: Any,
+    finite_before: list[bool],
+) -> None:
+    kind = attack[0]
+    if kind == "empty_batch":
+        bad_input.compatible_empty_result(reference, result)
+        _assert_no_new_non_finite(module, finite_before, "an empty batch")
+    elif (
+        kind == "non_finite"
+        and attack[3]
+        and math.isnan(attack[2])
+        and not issubclass(case.cls, tuple(_NAN_MAY_VANISH))
+    ):
+        _assert_propagates(result, "inputs filled with NaN")
+
+
+# ---------------------------------------------------------------------------
+# Modules: bad inputs.
+
+_IDS = [c.id for c in CASES]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_IDS)
 def test_bad_inputs_after_build(case: Case):
     module = case.factory()
     inputs = case.inputs()
-    case.run(module, *inputs)
-    leaves = _tensor_leaf_indices(inputs)
-    if not leaves:
+    attacks = _Attacks(case, inputs)
+    if attacks.strategy is None:
         pytest.skip("case has no tensor inputs")
-    names = _argument_names(case, module)
+    case.run(module, *inputs)
+    baseline = bad_input.snapshot(module)
+    reference = case.run(module, *inputs)
+    _reset(module, baseline)
+    finite = _finite_mask(baseline)
+    names = _argument_names(module)
+    usability_checked: set[str] = set()
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        derandomize=True,
-    )
-    @given(st.sampled_from(leaves), variants)
-    def check(index, variant):
-        leaf = tf.nest.flatten(inputs)[index]
-        bad = _replace_leaf(inputs, index, _variant(leaf, *variant))
-        before = bad_input.snapshot(module)
-        ok, _ = bad_input.outcome(lambda: case.run(module, *bad), names)
-        if not ok:
-            bad_input.assert_unchanged(module, before)
-            # The module is still usable after the failure.
-            case.run(module, *inputs)
+    def valid_call_still_works() -> None:
+        _assert_close(case, reference, case.run(module, *inputs))
+        _reset(module, baseline)
+
+    @_settings(EXAMPLES)
+    @given(attacks.strategy)
+    def check(attack):
+        bad = attacks.apply(attack)
+        ok, result = bad_input.outcome(lambda: case.run(module, *bad), names)
+        if ok:
+            try:
+                _check_success(case, attack, result, reference, module, finite)
+            finally:
+                # The next example starts from the same state.
+                _reset(module, baseline)
+            return
+        bad_input.assert_unchanged(module, baseline)
+        if attack[0] not in usability_checked:
+            usability_checked.add(attack[0])
+            valid_call_still_works()
+
+    check()
+    valid_call_still_works()
+
+
+@pytest.mark.parametrize("case", CASES, ids=_IDS)
+def test_bad_inputs_on_first_call(case: Case):
+    inputs = case.inputs()
+    attacks = _Attacks(case, inputs)
+    if attacks.strategy is None:
+        pytest.skip("case has no tensor inputs")
+    built = case.factory()
+    reference = case.run(built, *inputs)
+    shapes = [(v.shape, v.dtype) for v in _variables(built)]
+    names = _argument_names(built)
+
+    @_settings(FIRST_CALL_EXAMPLES)
+    @given(attacks.strategy)
+    def check(attack):
+        module = case.factory()
+        bad = attacks.apply(attack)
+        ok, result = bad_input.outcome(lambda: case.run(module, *bad), names)
+        if ok:
+            _check_success(case, attack, result, reference, module, [])
+            return
+        # A failed first call must not leave a half-built module behind.
+        case.run(module, *inputs)
+        assert [(v.shape, v.dtype) for v in _variables(module)] == shapes
 
     check()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_inputs_on_first_call(case: Case):
-    inputs = case.inputs()
-    leaves = _tensor_leaf_indices(inputs)
-    if not leaves:
-        pytest.skip("case has no tensor inputs")
+# ---------------------------------------------------------------------------
+# Modules: junk constructor arguments.
 
-    @settings(
-        max_examples=max(EXAMPLES // 5, 5),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        derandomize=True,
-    )
-    @given(st.sampled_from(leaves), variants)
-    def check(index, variant):
-        module = case.factory()
-        names = _argument_names(case, module)
-        leaf = tf.nest.flatten(inputs)[index]
-        bad = _replace_leaf(inputs, index, _variant(leaf, *variant))
-        ok, _ = bad_input.outcome(lambda: case.run(module, *bad), names)
-        if not ok:
-            # A failed first call must not leave a half-built module behind.
-            case.run(module, *inputs)
+_CTOR_CASES = [c for c in CASES if c.ctor_kwargs is not None]
+_CTOR_IDS = [c.id for c in _CTOR_CASES]
+
+
+def _constructor_parameters(cls: type) -> list[str]:
+    target = inspect.unwrap(cls.__init__)  # type: ignore[misc]
+    return [
+        name
+        for name, p in inspect.signature(target).parameters.items()
+        if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+@pytest.mark.parametrize("case", _CTOR_CASES, ids=_CTOR_IDS)
+def test_ctor_kwargs_build_the_factory_module(case: Case):
+    assert case.ctor_kwargs is not None
+    module = case.cls(**copy.deepcopy(case.ctor_kwargs))
+    assert repr(module) == repr(case.factory())
+
+
+@pytest.mark.parametrize("case", _CTOR_CASES, ids=_CTOR_IDS)
+def test_constructor_junk(case: Case):
+    assert case.ctor_kwargs is not None
+    inputs = case.inputs()
+    parameters = _constructor_parameters(case.cls)
+    junk = bad_input.ctor_junk()
+    names = _argument_names(case.cls)
+
+    @_settings(EXAMPLES)
+    @given(st.sampled_from(parameters), st.integers(0, len(junk) - 1))
+    def check(parameter, junk_index):
+        kwargs = copy.deepcopy(case.ctor_kwargs)
+        kwargs[parameter] = junk[junk_index]
+        ok, module = bad_input.outcome(lambda: case.cls(**kwargs), names)
+        if ok:
+            bad_input.outcome(lambda: case.run(module, *inputs), names)
+
+    check()
+
+
+# ---------------------------------------------------------------------------
+# Plain functions.
+
+
+def _x(*shape: int, dtype: tf.DType = tf.float32) -> tf.Tensor:
+    size = int(np.prod(shape))
+    return tf.cast(tf.reshape(tf.range(size) % 7, shape), dtype) / 7.0 - 0.3
+
+
+def _lstm_state(batch: int, hidden: int) -> snt.LSTMState:
+    return snt.LSTMState(hidden=_x(batch, hidden), cell=_x(batch, hidden) * 0.5)
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionCase:
+    """A public function with valid keyword arguments.
+
+    Attributes:
+      id: Test id.
+      fn: Called as `fn(**kwargs)`; wrappers may construct and then call
+        (e.g. an initializer built from some kwargs, called with the others).
+      kwargs: Returns valid keyword arguments (tensors, cores, ...).
+      propagates: Keyword arguments whose NaN values must reach the outputs
+        (Inf need not: clipping or a saturating activation may map it to a
+        finite value).
+      state: The keyword argument holding an RNN state, if any.
+      names: More argument names errors may name (e.g. those of a core the
+        function calls).
+    """
+
+    id: str
+    fn: Callable[..., Any]
+    kwargs: Callable[[], dict[str, Any]]
+    propagates: tuple[str, ...] = ()
+    state: str | None = None
+    names: tuple[str, ...] = ()
+
+
+def _initializer(cls: type) -> Callable[..., Any]:
+    def fn(shape: Any, dtype: Any, **ctor: Any) -> Any:
+        return cls(**ctor)(shape, dtype)
+
+    return fn
+
+
+def _regularizer(cls: type) -> Callable[..., Any]:
+    def fn(tensors: Any, **ctor: Any) -> Any:
+        return cls(**ctor)(tensors)
+
+    return fn
+
+
+def _step_of_factory(factory: Callable[..., Any]) -> Callable[..., Any]:
+    """Builds cores with `factory(**kwargs)` and runs each one step."""
+
+    def fn(**kwargs: Any) -> Any:
+        made = factory(**kwargs)
+        cores = made if isinstance(made, tuple) else (made,)
+        outputs = []
+        for core in cores:
+            outputs.append(core(_x(2, 3), core.initial_state(2)))
+        return outputs
+
+    return fn
+
+
+def _trainable_state_for_core(**kwargs: Any) -> Any:
+    return snt.TrainableState.for_core(**kwargs)(2)
+
+
+def _format_variables(**kwargs: Any) -> str:
+    return snt.format_variables(**kwargs)
+
+
+# The unrolls call `core(inputs, prev_state)`, whose errors name these.
+_CORE_NAMES = ("inputs", "prev_state")
+_INIT_SHAPE = {"shape": [3, 4], "dtype": tf.float32}
+
+FUNCTIONS = [
+    FunctionCase(
+        "reshape",
+        snt.reshape,
+        lambda: {"inputs": _x(2, 3, 4), "output_shape": [-1, 2], "preserve_dims": 1},
+        propagates=("inputs",),
+    ),
+    FunctionCase(
+        "flatten",
+        snt.flatten,
+        lambda: {"inputs": _x(2, 3, 4)},
+        propagates=("inputs",),
+    ),
+    FunctionCase(
+        "merge_leading_dims",
+        snt.merge_leading_dims,
+        lambda: {"x": _x(2, 3, 4), "num_dims": 2},
+        propagates=("x",),
+    ),
+    FunctionCase(
+        "split_leading_dim",
+        snt.split_leading_dim,
+        lambda: {"x": _x(6, 4), "example": _x(2, 3, 5), "num_dims": 2},
+        propagates=("x",),
+    ),
+    FunctionCase(
+        "scale_gradient",
+        snt.scale_gradient,
+        lambda: {"t": _x(2, 3), "scale": 0.5},
+        propagates=("t",),
+    ),
+    FunctionCase(
+        "leaky_clip_by_value",
+        snt.leaky_clip_by_value,
+        lambda: {"t": _x(2, 3), "clip_value_min": -0.2, "clip_value_max": 0.2},
+        propagates=("t",),
+    ),
+    FunctionCase(
+        "static_unroll",
+        snt.static_unroll,
+        lambda: {
+            "core": snt.LSTM(3),
+            "input_sequence": _x(3, 2, 4),
+            "initial_state": _lstm_state(2, 3),
+            "sequence_length": tf.constant([1, 3]),
+        },
+        propagates=("input_sequence", "initial_state"),
+        state="initial_state",
+        names=_CORE_NAMES,
+    ),
+    FunctionCase(
+        "dynamic_unroll",
+        snt.dynamic_unroll,
+        lambda: {
+            "core": snt.GRU(3),
+            "input_sequence": _x(3, 2, 4),
+            "initial_state": _x(2, 3),
+            "sequence_length": tf.constant([3, 2]),
+            "parallel_iterations": 1,
+            "swap_memory": False,
+        },
+        propagates=("input_sequence", "initial_state"),
+        state="initial_state",
+        names=_CORE_NAMES,
+    ),
+    FunctionCase(
+        "dynamic_unroll-lstm",
+        snt.dynamic_unroll,
+        lambda: {
+            "core": snt.LSTM(3),
+            "input_sequence": _x(2, 2, 4),
+            "initial_state": _lstm_state(2, 3),
+        },
+        propagates=("input_sequence", "initial_state"),
+        state="initial_state",
+        names=_CORE_NAMES,
+    ),
+    FunctionCase(
+        "pad.create",
+        snt.pad.create,
+        lambda: {
+            "padding": snt.pad.same,
+            "kernel": [3, 2],
+            "rate": 1,
+            "n": 2,
+            "channel_index": -1,
+        },
+    ),
+    *[
+        FunctionCase(f"pad.{fn.__name__}", fn, lambda: {"effective_kernel_size": 3})
+        for fn in (
+            snt.pad.valid,
+            snt.pad.same,
+            snt.pad.full,
+            snt.pad.causal,
+            snt.pad.reverse_causal,
+        )
+    ],
+    FunctionCase(
+        "lstm_with_recurrent_dropout",
+        _step_of_factory(snt.lstm_with_recurrent_dropout),
+        lambda: {"hidden_size": 3, "dropout": 0.5, "seed": 1},
+    ),
+    FunctionCase(
+        "deep_rnn_with_skip_connections",
+        _step_of_factory(snt.deep_rnn_with_skip_connections),
+        lambda: {
+            "layers": [snt.LSTM(3), snt.GRU(2)],
+            "concat_final_output": True,
+            "name": "skip",
+        },
+    ),
+    FunctionCase(
+        "deep_rnn_with_residual_connections",
+        _step_of_factory(snt.deep_rnn_with_residual_connections),
+        lambda: {"layers": [snt.LSTM(3), snt.GRU(3)], "name": "residual"},
+    ),
+    FunctionCase(
+        "TrainableState.for_core",
+        _trainable_state_for_core,
+        lambda: {"core": snt.LSTM(3), "mask": None, "name": "state"},
+    ),
+    FunctionCase(
+        "format_variables",
+        _format_variables,
+        lambda: {"variables": [tf.Variable(tf.ones([2]), name="v")]},
+    ),
+    FunctionCase(
+        "initializers.Zeros",
+        _initializer(snt.initializers.Zeros),
+        lambda: dict(_INIT_SHAPE),
+    ),
+    FunctionCase(
+        "initializers.Ones",
+        _initializer(snt.initializers.Ones),
+        lambda: dict(_INIT_SHAPE),
+    ),
+    FunctionCase(
+        "initializers.Constant",
+        _initializer(snt.initializers.Constant),
+        lambda: {**_INIT_SHAPE, "value": 0.5},
+    ),
+    FunctionCase(
+        "initializers.RandomUniform",
+        _initializer(snt.initializers.RandomUniform),
+        lambda: {**_INIT_SHAPE, "minval": -1.0, "maxval": 1.0, "seed": 1},
+    ),
+    FunctionCase(
+        "initializers.RandomNormal",
+        _initializer(snt.initializers.RandomNormal),
+        lambda: {**_INIT_SHAPE, "mean": 0.0, "stddev": 1.0, "seed": 1},
+    ),
+    FunctionCase(
+        "initializers.TruncatedNormal",
+        _initializer(snt.initializers.TruncatedNormal),
+        lambda: {**_INIT_SHAPE, "mean": 0.0, "stddev": 1.0, "seed": 1},
+    ),
+    FunctionCase(
+        "initializers.Identity",
+        _initializer(snt.initializers.Identity),
+        lambda: {**_INIT_SHAPE, "gain": 2.0},
+    ),
+    FunctionCase(
+        "initializers.Orthogonal",
+        _initializer(snt.initializers.Orthogonal),
+        lambda: {**_INIT_SHAPE, "gain": 1.0, "seed": 1},
+    ),
+    FunctionCase(
+        "initializers.VarianceScaling",
+        _initializer(snt.initializers.VarianceScaling),
+        lambda: {
+            **_INIT_SHAPE,
+            "scale": 2.0,
+            "mode": "fan_avg",
+            "distribution": "uniform",
+            "seed": 1,
+        },
+    ),
+    *[
+        FunctionCase(
+            f"regularizers.{cls.__name__}",
+            _regularizer(cls),
+            lambda: {"tensors": [_x(3, 4), _x(4, 4)], "scale": 0.5},
+            propagates=("tensors",),
+        )
+        for cls in (
+            snt.regularizers.L1,
+            snt.regularizers.L2,
+            snt.regularizers.OffDiagonalOrthogonal,
+        )
+    ],
+]
+
+
+def _function_names(case: FunctionCase, kwargs: dict[str, Any]) -> list[str]:
+    names = set(kwargs) | set(case.names)
+    try:
+        names.update(inspect.signature(case.fn).parameters)
+    except (TypeError, ValueError):
+        pass
+    names -= {"kwargs", "ctor", "args"}
+    return sorted(names)
+
+
+class _FunctionAttacks:
+    """Attacks on one function's keyword arguments."""
+
+    def __init__(self, case: FunctionCase, kwargs: dict[str, Any]):
+        self.kwargs = kwargs
+        self.junk = bad_input.ctor_junk()
+        self.names = sorted(kwargs)
+        # All tensor leaves of all arguments, as (argument, leaf index).
+        self.leaves = [
+            (name, i)
+            for name in self.names
+            for i, leaf in enumerate(tf.nest.flatten(kwargs[name]))
+            if isinstance(leaf, tf.Tensor)
+        ]
+        strategies = [
+            st.tuples(
+                st.just("junk"),
+                st.sampled_from(self.names),
+                st.integers(0, len(self.junk) - 1),
+            )
+        ]
+        if self.leaves:
+            float_leaves = [
+                j
+                for j, (name, i) in enumerate(self.leaves)
+                if bad_input.is_float_tensor(tf.nest.flatten(kwargs[name])[i])
+            ]
+            for leaf_attack in _leaf_attacks(
+                list(range(len(self.leaves))), float_leaves
+            ):
+                strategies.append(st.tuples(st.just("leaf"), leaf_attack))
+        self.state_variants: list[tuple[str, Any]] = []
+        if case.state is not None:
+            self.state_variants = bad_input.state_variants(kwargs[case.state])
+            strategies.append(
+                st.tuples(
+                    st.just("state"), st.integers(0, len(self.state_variants) - 1)
+                )
+            )
+        self.strategy = st.one_of(*strategies)
+        self.state = case.state
+
+    def apply(self, attack: tuple[Any, ...]) -> tuple[dict[str, Any], str | None]:
+        """Bad kwargs, and the attacked argument when it was a leaf attack."""
+        kwargs = dict(self.kwargs)
+        if attack[0] == "junk":
+            kwargs[attack[1]] = self.junk[attack[2]]
+            return kwargs, None
+        if attack[0] == "state":
+            assert self.state is not None
+            kwargs[self.state] = self.state_variants[attack[1]][1]
+            return kwargs, None
+        leaf_attack = attack[1]
+        if leaf_attack[0] == "empty_batch":
+            # Functions have no common batch axis: cut every argument's axis 0.
+            for name in self.names:
+                kwargs[name] = bad_input.empty_batch((kwargs[name],))[0]
+            return kwargs, None
+        name, i = self.leaves[leaf_attack[1]]
+        kwargs[name] = _apply_leaf_attack(
+            (leaf_attack[0], i, *leaf_attack[2:]), kwargs[name]
+        )
+        return kwargs, name
+
+
+@pytest.mark.parametrize("case", FUNCTIONS, ids=[c.id for c in FUNCTIONS])
+def test_function_bad_arguments(case: FunctionCase):
+    kwargs = case.kwargs()
+    case.fn(**kwargs)  # The valid arguments work (and build any core).
+    attacks = _FunctionAttacks(case, kwargs)
+    names = _function_names(case, kwargs)
+
+    @_settings(EXAMPLES)
+    @given(attacks.strategy)
+    def check(attack):
+        bad, attacked = attacks.apply(attack)
+        ok, result = bad_input.outcome(lambda: case.fn(**bad), names)
+        if (
+            ok
+            and attacked in case.propagates
+            and attack[1][0] == "non_finite"
+            and attack[1][3]
+            and math.isnan(attack[1][2])
+        ):
+            _assert_propagates(result, f"`{attacked}` filled with NaN")
 
     check()
