@@ -97,6 +97,7 @@ class Adam(base.Optimizer):
             variable is modified.
         """
         checked = opt_utils.check_updates_parameters(updates, parameters)
+        opt_utils.check_replicated("step", self.step)
         self._initialize(parameters)
         opt_utils.check_same_parameters(parameters, self.m)
         self.step.assign_add(1, read_value=False)

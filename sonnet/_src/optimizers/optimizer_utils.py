@@ -121,7 +121,10 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
     if update is None:
         return None
     if isinstance(update, tf.IndexedSlices):
-        values, indices = update.values, update.indices
+        values = _as_tensor(f"{argument}.values", update.values)
+        indices = _as_tensor(f"{argument}.indices", update.indices)
+        if values is not update.values or indices is not update.indices:
+            update = tf.IndexedSlices(values, indices, update.dense_shape)
         if values.dtype != parameter.dtype:
             raise _dtype_error(argument, values, parameter)
         if not indices.dtype.is_integer:
@@ -133,13 +136,7 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
         _check_sparse_shapes(index, values, indices, parameter)
         _check_indices(argument, indices, parameter)
         return update
-    if not isinstance(update, (tf.Tensor, tf.Variable)):
-        try:
-            update = tf.convert_to_tensor(update)
-        except (TypeError, ValueError) as e:
-            raise utils.bad_type(
-                argument, "must be a tensor, tf.IndexedSlices or None", update
-            ) from e
+    update = _as_tensor(argument, update)
     if update.dtype != parameter.dtype:
         raise _dtype_error(argument, update, parameter)
     if not update.shape.is_compatible_with(parameter.shape):
@@ -150,6 +147,17 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
             update,
         )
     return update
+
+
+def _as_tensor(argument: str, value: Any) -> Any:
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value
+    try:
+        return tf.convert_to_tensor(value)
+    except (TypeError, ValueError) as e:
+        raise utils.bad_type(
+            argument, "must be a tensor, tf.IndexedSlices or None", value
+        ) from e
 
 
 def _check_sparse_shapes(
@@ -234,6 +242,7 @@ def check_updates_parameters(
         raise utils.bad_value(
             "updates", "must contain at least one update that is not None", updates
         )
+    replicas = _replicas_in_replica_context()
     for i, p in enumerate(parameters):
         if not isinstance(p, tf.Variable):
             raise utils.bad_type(f"parameters[{i}]", "must be a tf.Variable", p)
@@ -241,7 +250,35 @@ def check_updates_parameters(
             raise utils.bad_type(
                 f"parameters[{i}]", "must have a floating point dtype", p
             )
+        if replicas > 1 and not isinstance(p, tf.distribute.DistributedValues):
+            raise _not_replicated(f"parameters[{i}]", p)
     return [_to_update(i, u, p) for i, (u, p) in enumerate(zip(updates, parameters))]
+
+
+def _replicas_in_replica_context() -> int:
+    """Replicas in sync when called inside `strategy.run`, else 0."""
+    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
+        return 0
+    context = tf.distribute.get_replica_context()
+    return 0 if context is None else context.num_replicas_in_sync
+
+
+def _not_replicated(argument: str, variable: tf.Variable) -> ValueError:
+    # Every replica would update the same single variable.
+    return utils.bad_value(
+        argument,
+        "must have one copy per replica inside `strategy.run`: create it (and "
+        "the optimizer) inside `strategy.scope()`",
+        variable,
+    )
+
+
+def check_replicated(argument: str, variable: tf.Variable) -> None:
+    """Rejects a non-replicated optimizer variable used inside `strategy.run`."""
+    if _replicas_in_replica_context() > 1 and not isinstance(
+        variable, tf.distribute.DistributedValues
+    ):
+        raise _not_replicated(argument, variable)
 
 
 def check_same_parameters(
@@ -259,7 +296,16 @@ def check_same_parameters(
             f"call to `apply` ({len(slots)} variables)",
             f"{len(parameters)} variables",
         )
+    replicas = _replicas_in_replica_context()
     for i, (p, s) in enumerate(zip(parameters, slots)):
+        if replicas > 1 and not isinstance(s, tf.distribute.DistributedValues):
+            raise utils.bad_value(
+                "parameters",
+                "must have replica-local optimizer state inside `strategy.run`, "
+                "but this optimizer's slots were made by a first `apply` outside "
+                "the strategy; make the first `apply` inside `strategy.run`",
+                f"{len(parameters)} variables",
+            )
         if p.dtype != s.dtype or not p.shape.is_compatible_with(s.shape):
             raise utils.bad_value(
                 f"parameters[{i}]",
