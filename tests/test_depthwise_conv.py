@@ -52,6 +52,9 @@ CONFIGS = [
     ("SAME", 1, 2),
     ("VALID", 1, (1, 2)),
     ("same", 3, 1),
+    ("SAME", (1, 2), 1),
+    ("SAME", (3, 2), 1),
+    ("VALID", (1, 3), 1),
 ]
 
 
@@ -171,14 +174,19 @@ def test_without_bias_and_dtype():
     assert not hasattr(module, "b") and module.b_init is None
 
 
-def test_unknown_batch_and_spatial_dims():
-    module = snt.DepthwiseConv2D(3, channel_multiplier=2, stride=2)
-    traced = tf.function(module).get_concrete_function(
-        tf.TensorSpec([None, None, None, 3])
+@pytest.mark.parametrize("stride", [2, (2, 3)])
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_unknown_batch_and_spatial_dims(stride: Any, data_format: str):
+    module = snt.DepthwiseConv2D(
+        3, channel_multiplier=2, stride=stride, data_format=data_format
     )
-    assert traced.output_shapes.as_list() == [None, None, None, 6]
+    first = data_format == "NCHW"
+    spec = [None, 3, None, None] if first else [None, None, None, 3]
+    traced = tf.function(module).get_concrete_function(tf.TensorSpec(spec))
+    channels = traced.output_shapes.as_list()[1 if first else -1]
+    assert channels == 6
     for size in (4, 7):
-        x = random_input((2, size, size, 3))
+        x = random_input((2, 3, size, size) if first else (2, size, size, 3))
         np.testing.assert_allclose(traced(x), module(x), rtol=1e-6)
 
 

@@ -116,6 +116,10 @@ class DepthwiseConv2D(base.Module):
         s = self._strides
         self._op_strides = (1, 1, *s) if op_first else (1, *s, 1)
         self._dilated = any(r > 1 for r in self.rate)
+        # TF's depthwise kernels (except oneDNN's) need equal strides: other
+        # strides run at stride 1 on explicitly padded inputs and subsample.
+        self._subsample = s[0] != s[1]
+        self._spatial_axes = (2, 3) if op_first else (1, 2)
         self._minimums = (
             conv.spatial_minimums(
                 self._kernel, self.rate, None, 2 if self._channels_first else 1
@@ -152,7 +156,9 @@ class DepthwiseConv2D(base.Module):
             x = inputs
             if self._transpose:
                 x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
-            if self._dilated:
+            if self._subsample:
+                y = self._subsampled(x)
+            elif self._dilated:
                 y = tf.nn.depthwise_conv2d(
                     x,
                     self.w,
@@ -186,6 +192,36 @@ class DepthwiseConv2D(base.Module):
                 dtype=self.w.dtype,
             ) from e
         return y
+
+    def _subsampled(self, x: tf.Tensor) -> tf.Tensor:
+        """The strided convolution as a stride-1 one followed by subsampling."""
+        if self._conv_padding == "SAME":
+            static = x.shape.as_list()
+            dynamic = None
+            paddings: list[Any] = [[0, 0]] * 4
+            for axis, k, s in zip(self._spatial_axes, self._kernel, self._strides):
+                size = static[axis]
+                if size is None:
+                    if dynamic is None:
+                        dynamic = tf.shape(x)
+                    size = dynamic[axis]
+                    total = tf.maximum(((size + s - 1) // s - 1) * s + k - size, 0)
+                else:
+                    total = max((-(-size // s) - 1) * s + k - size, 0)
+                paddings[axis] = [total // 2, total - total // 2]
+            x = tf.pad(x, paddings)
+        y = tf.raw_ops.DepthwiseConv2dNative(
+            input=x,
+            filter=self.w,
+            strides=(1, 1, 1, 1),
+            padding="VALID",
+            data_format=self._op_format,
+            dilations=(1, 1, 1, 1),
+        )
+        window = [slice(None)] * 4
+        for axis, s in zip(self._spatial_axes, self._strides):
+            window[axis] = slice(None, None, s)
+        return y[tuple(window)]
 
     def _empty_output(self, inputs: tf.Tensor, dims: list[Any]) -> tf.Tensor:
         if inputs.dtype != self.w.dtype or dims[self._channel_index] != (
