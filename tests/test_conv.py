@@ -637,6 +637,20 @@ def test_valid_size_check_for_unknown_sizes_runs_in_graph():
         traced(tf.ones([1, 2, 3, 3]))
 
 
+def test_unexplained_op_errors_name_the_inputs():
+    error = conv_lib.call_error(
+        tf.ones([1, 4, 4, 3]),
+        RuntimeError("first line\nsecond line"),
+        rank=4,
+        channel_index=-1,
+        input_channels=3,
+        dtype=tf.float32,
+    )
+    assert isinstance(error, ValueError)
+    assert "`inputs` cannot be convolved by this module (first line)" in str(error)
+    bad_input.check_error(error, ["inputs"])
+
+
 def test_non_tensor_inputs_are_converted():
     module = snt.Conv1D(2, 3)
     assert module(np.ones([1, 4, 2], np.float32)).shape == (1, 4, 2)

@@ -198,6 +198,8 @@ def test_empty_batch():
     assert y.shape == (0, 3, 3, 6)
     grad = tape.gradient(loss, module.w)
     np.testing.assert_array_equal(grad.numpy(), np.zeros(module.w.shape))
+    with pytest.raises(ValueError, match="`inputs` must have 3 channels"):
+        module(tf.zeros([0, 5, 5, 4]))
 
 
 def test_repr():
