@@ -166,8 +166,10 @@ def test_output_not_splittable():
 
 
 def test_bad_module():
-    with pytest.raises(TypeError, match="`module` must be callable"):
+    with pytest.raises(TypeError, match="`module` must be a module or function"):
         snt.BatchApply(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"`module` must be a module or function \(not"):
+        snt.BatchApply(snt.Linear)  # type: ignore[arg-type]
 
 
 @settings(max_examples=25, deadline=None)

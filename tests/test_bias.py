@@ -93,10 +93,38 @@ def test_per_example_multiplier():
     np.testing.assert_array_equal(y.numpy(), [[1, 1, 1], [3, 3, 3]])
 
 
-def test_bad_multiplier():
+@pytest.mark.parametrize(
+    "multiplier, error, fragment",
+    [
+        ("foo", TypeError, "`multiplier` must be a number or tensor of dtype float32"),
+        (
+            tf.constant(2, tf.int32),
+            TypeError,
+            "`multiplier` must be a number or tensor",
+        ),
+        (tf.ones([4]), ValueError, r"`multiplier` must broadcast against the bias"),
+        (tf.ones([3, 1, 1]), ValueError, r"`multiplier` must broadcast against the"),
+    ],
+)
+@pytest.mark.parametrize("built", [False, True])
+def test_bad_multiplier(multiplier, error, fragment, built):
     bias = snt.Bias()
-    with pytest.raises(ValueError, match="`multiplier` must be a number or tensor"):
-        bias(tf.ones([2, 3]), multiplier="foo")
+    if built:
+        bias(tf.ones([2, 3]))
+    with pytest.raises(error, match=fragment):
+        bias(tf.ones([2, 3]), multiplier=multiplier)
+    # A failed first call builds nothing.
+    assert hasattr(bias, "b") == built
+
+
+def test_multiplier_checked_before_building():
+    bias = snt.Bias(b_init=snt.initializers.Ones())
+    with pytest.raises(TypeError, match="`multiplier` must be a number or tensor"):
+        bias(tf.ones([2, 3], tf.int32), multiplier=0.5)
+    assert not hasattr(bias, "b")
+    np.testing.assert_array_equal(
+        bias(tf.zeros([1, 3]), multiplier=0.5).numpy(), [[0.5] * 3]
+    )
 
 
 @pytest.mark.parametrize("dtype", [tf.float16, tf.float64, tf.int32])
@@ -160,6 +188,19 @@ def test_constructor_and_first_call_junk(kwargs):
         ok, y = bad_input.outcome(lambda: bias(x), [*kwargs, "inputs"])
         if ok:
             assert y.shape == x.shape
+
+
+def test_first_call_bad_dtype_and_initializer():
+    with pytest.raises(
+        TypeError, match="`inputs` must have a floating point or integer"
+    ):
+        snt.Bias()(tf.fill([2, 3], "a"))
+    bias = snt.Bias(b_init=lambda shape, dtype: tf.zeros([1, *shape], dtype))
+    with pytest.raises(
+        ValueError, match="`b_init` must create a tensor of the requested"
+    ):
+        bias(tf.ones([2, 3]))
+    assert not hasattr(bias, "b")
 
 
 def test_first_call_rank_too_low():

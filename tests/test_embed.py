@@ -151,6 +151,16 @@ def test_densified_gradients_in_tf_function():
             "`existing_vocab` must be a rank-2",
         ),
         (
+            {"vocab_size": 3, "initializer": lambda shape, dtype: tf.zeros([2])},
+            ValueError,
+            "`initializer` must create a tensor of the requested shape",
+        ),
+        (
+            {"vocab_size": 3, "embed_dim": 2, "initializer": snt.initializers.Ones},
+            TypeError,
+            "`initializer` must be a callable",
+        ),
+        (
             {"existing_vocab": object()},
             TypeError,
             "`existing_vocab` must be convertible",

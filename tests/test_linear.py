@@ -58,6 +58,29 @@ def test_keras_style_initializer_callable():
     np.testing.assert_array_equal(lin.w.numpy(), np.zeros([3, 2]))
 
 
+@pytest.mark.parametrize("argument", ["w_init", "b_init"])
+def test_initializer_classes_are_rejected(argument):
+    with pytest.raises(TypeError, match=f"`{argument}` must be a callable"):
+        snt.Linear(2, **{argument: snt.initializers.Ones})
+
+
+@pytest.mark.parametrize("argument", ["w_init", "b_init"])
+@pytest.mark.parametrize(
+    "initializer, error, fragment",
+    [
+        (lambda shape, dtype: tf.zeros([7]), ValueError, "must create a tensor of the"),
+        (lambda shape, dtype: tf.zeros(shape, tf.float64), TypeError, "must create a"),
+        (lambda shape, dtype: "zeros", TypeError, "must create a float32 tensor"),
+        (lambda shape: tf.zeros(shape), TypeError, "must create a float32 tensor"),
+    ],
+)
+def test_failing_initializers(argument, initializer, error, fragment):
+    lin = snt.Linear(2, **{argument: initializer})
+    with pytest.raises(error, match=f"`{argument}` {fragment}"):
+        lin(tf.ones([1, 3]))
+    assert not hasattr(lin, "w")
+
+
 def test_without_bias():
     lin = snt.Linear(2, with_bias=False)
     assert not hasattr(lin, "b_init")

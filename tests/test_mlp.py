@@ -243,6 +243,8 @@ def test_reverse_before_call():
             TypeError,
             "`activation` must be",
         ),
+        ({"output_sizes": [3], "activation": int}, TypeError, "`activation` must be"),
+        ({"output_sizes": tf.constant(3)}, TypeError, "`output_sizes` must be a"),
         (
             {"output_sizes": [3], "dropout_rate": 1.0},
             ValueError,

@@ -83,7 +83,7 @@ def test_extra_arguments_go_to_the_first_layer_only():
 
 
 def test_python_values_and_generators():
-    seq = snt.Sequential(f for f in [str, len])
+    seq = snt.Sequential(f for f in [lambda v: str(v), len])
     assert seq(12345) == 5
 
 
@@ -94,6 +94,10 @@ def test_bad_layers():
         snt.Sequential("relu")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="`layers` must contain only callables"):
         snt.Sequential([tf.nn.relu, 3])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"`layers` must contain only callables.*not"):
+        snt.Sequential([snt.Linear])  # A class, not a module.
+    with pytest.raises(TypeError, match="`layers` must be an iterable of callables"):
+        snt.Sequential(tf.constant(1))  # type: ignore[arg-type]
 
 
 @settings(max_examples=25, deadline=None)

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, utils
+from sonnet._src import linear as linear_lib
 
 
 def _is_tensor(x: Any) -> bool:
@@ -127,8 +128,9 @@ class BatchApply(base.Module):
         self, module: Callable[..., Any], num_dims: int = 2, name: str | None = None
     ):
         super().__init__(name=name)
-        if not callable(module):
-            raise utils.bad_type("module", "must be callable (e.g. a module)", module)
+        linear_lib.check_callable(
+            "module", module, "must be a module or function (not a class)"
+        )
         self.module = module
         self.num_dims = utils.check_positive_int("num_dims", num_dims)
 

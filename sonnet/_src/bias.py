@@ -13,7 +13,6 @@ from sonnet._src import linear as linear_lib
 
 _BIAS_ADD = tf.raw_ops.BiasAdd
 _ADD = tf.raw_ops.AddV2
-_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
 
 
 def _check_int_sequence(argument: str, value: Any) -> tuple[int, ...]:
@@ -143,7 +142,7 @@ class Bias(base.Module):
 
     # The bias axes, as `(axis counted from the end, size)` pairs; None until
     # the module is built.
-    _covered: tuple[tuple[int, int], ...] | None = None
+    _covered: tuple[tuple[int, int | None], ...] | None = None
 
     def __init__(
         self,
@@ -160,11 +159,16 @@ class Bias(base.Module):
         linear_lib.check_initializer("b_init", b_init)
         self.b_init = initializers.Zeros() if b_init is None else b_init
 
-    @once.once
-    def _initialize(self, inputs: Any) -> None:
+    @base.no_name_scope
+    def _plan(self, inputs: Any) -> tuple[tf.TensorShape, tf.DType, tuple[int, ...]]:
+        """Checks first-call `inputs`; returns their shape, dtype and the bias shape."""
         shape, dtype = linear_lib.shape_and_dtype(inputs)
         if shape.rank is None or shape.rank < 2:
             raise utils.bad_value("inputs", "must have rank >= 2", shape)
+        if not (dtype.is_floating or dtype.is_integer):
+            raise utils.bad_type(
+                "inputs", "must have a floating point or integer dtype", inputs
+            )
         if self.output_size is not None and tuple(shape[1:].as_list()) != tuple(
             self.output_size
         ):
@@ -173,10 +177,17 @@ class Bias(base.Module):
                 f"must have shape {[None, *self.output_size]} (from `output_size`)",
                 shape,
             )
+        return shape, dtype, calculate_bias_shape(shape.as_list(), self.bias_dims)
+
+    @once.once
+    def _initialize(self, inputs: Any) -> None:
+        shape, dtype, bias_shape = self._plan(inputs)
         dims = shape.as_list()
-        bias_shape = calculate_bias_shape(dims, self.bias_dims)
         axes = [] if self.bias_dims == () else _covered_axes(shape.rank, self.bias_dims)
-        self.b = tf.Variable(self.b_init(bias_shape, dtype), name="b")
+        self.b = tf.Variable(
+            linear_lib.initial_value("b_init", self.b_init, list(bias_shape), dtype),
+            name="b",
+        )
         self.input_size = shape[1:]
         rank = shape.rank
         self._covered = tuple((axis - rank, dims[axis]) for axis in axes)
@@ -186,6 +197,38 @@ class Bias(base.Module):
             (-1, bias_shape[0]),
         )
         linear_lib.eager_tensor_type()
+
+    @base.no_name_scope
+    def _check_multiplier(self, inputs: Any, multiplier: Any) -> tf.Tensor:
+        """`multiplier` as a tensor, checked before anything is built."""
+        if self._covered is None:
+            shape, dtype, bias_shape = self._plan(inputs)
+        else:
+            shape = self._check_inputs(inputs)
+            dtype, bias_shape = self.b.dtype, self.b.shape
+        try:
+            multiplier = tf.convert_to_tensor(multiplier, dtype=dtype)
+        except (TypeError, ValueError) as e:
+            raise utils.bad_type(
+                "multiplier",
+                f"must be a number or tensor of dtype {dtype.name} (that of `inputs`)",
+                multiplier,
+            ) from e
+        try:
+            scaled = tf.broadcast_static_shape(
+                tf.TensorShape(bias_shape), multiplier.shape
+            )
+            result = tf.broadcast_static_shape(shape, scaled)
+            if result.rank != shape.rank or not result.is_compatible_with(shape):
+                raise ValueError(f"the sum would have shape {result}")
+        except ValueError as e:
+            raise utils.bad_value(
+                "multiplier",
+                f"must broadcast against the bias (shape {list(bias_shape)}) and "
+                f"`inputs` (shape {shape}) without changing the shape of `inputs`",
+                multiplier,
+            ) from e
+        return multiplier
 
     @base.no_name_scope
     def __call__(self, inputs: tf.Tensor, multiplier: Any = None) -> tf.Tensor:
@@ -203,6 +246,8 @@ class Bias(base.Module):
             along a bias axis, or too low a rank.
           TypeError: if `inputs` has a different dtype than the first input.
         """
+        if multiplier is not None:
+            multiplier = self._check_multiplier(inputs, multiplier)
         if self._covered is None:
             self._initialize(inputs)
         if (
@@ -212,7 +257,7 @@ class Bias(base.Module):
         ):
             try:
                 return _BIAS_ADD(value=inputs, bias=self.b)
-            except _OP_ERRORS as e:
+            except linear_lib.OP_ERRORS as e:
                 self._check_inputs(inputs, e)
                 raise utils.bad_value(
                     "inputs", f"could not be added to the bias ({e})", inputs
@@ -230,18 +275,10 @@ class Bias(base.Module):
             inputs = tf.ensure_shape(inputs, expected)
         b = self.b
         if multiplier is not None:
-            try:
-                b = b * multiplier
-            except _OP_ERRORS as e:
-                raise utils.bad_value(
-                    "multiplier",
-                    f"must be a number or tensor that can scale `b` of shape "
-                    f"{b.shape} and dtype {b.dtype.name} ({e})",
-                    multiplier,
-                ) from e
+            b = b * multiplier
         try:
             return tf.add(inputs, b)
-        except _OP_ERRORS as e:
+        except linear_lib.OP_ERRORS as e:
             raise utils.bad_value(
                 "inputs", f"could not be added to the bias ({e})", inputs
             ) from e

@@ -10,8 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, utils
-
-_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
+from sonnet._src import linear as linear_lib
 
 
 def check_rate(argument: str, rate: Any) -> Any:
@@ -143,7 +142,7 @@ class Dropout(base.Module):
             outputs = tf.nn.dropout(
                 x, rate=self._rate, noise_shape=noise_shape, seed=self._seed
             )
-        except _OP_ERRORS as e:
+        except linear_lib.OP_ERRORS as e:
             raise utils.bad_value(
                 "noise_shape", f"must broadcast to the shape of `x` ({e})", noise_shape
             ) from e

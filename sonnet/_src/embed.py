@@ -11,8 +11,6 @@ import tensorflow as tf
 from sonnet._src import base, initializers, utils
 from sonnet._src import linear as linear_lib
 
-_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
-
 
 def embedding_dim(vocab_size: int) -> int:
     """A heuristic embedding size for a vocabulary: `round(6 * vocab_size ** 0.25)`.
@@ -105,7 +103,9 @@ class Embed(base.Module):
             linear_lib.check_initializer("initializer", initializer)
             if initializer is None:
                 initializer = initializers.TruncatedNormal()
-            value = initializer([vocab_size, embed_dim], dtype)
+            value = linear_lib.initial_value(
+                "initializer", initializer, [vocab_size, embed_dim], dtype
+            )
         else:
             for argument, given in (
                 ("vocab_size", vocab_size),
@@ -158,7 +158,7 @@ class Embed(base.Module):
             table = _dense_gradients(tf.convert_to_tensor(table))
         try:
             return tf.nn.embedding_lookup(table, inputs)
-        except _OP_ERRORS as e:
+        except linear_lib.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
 
     @base.no_name_scope

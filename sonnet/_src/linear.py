@@ -21,9 +21,16 @@ _MAT_MUL = tf.raw_ops.MatMul
 _BIAS_ADD = tf.raw_ops.BiasAdd
 
 # What TF raises when an op is given operands it cannot combine: eagerly
-# `InvalidArgumentError` (or `TypeError` when an input needs converting),
-# while tracing a `ValueError` from shape inference.
-_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
+# `InvalidArgumentError` (`NotFoundError` when no kernel supports the dtype,
+# `TypeError` when an input needs converting), while tracing a `ValueError`
+# from shape inference.
+OP_ERRORS = (
+    tf.errors.InvalidArgumentError,
+    tf.errors.NotFoundError,
+    tf.errors.UnimplementedError,
+    ValueError,
+    TypeError,
+)
 
 # The type of eager tensors, looked up by `eager_tensor_type()` when a module is
 # first built (creating a tensor at import time would initialise TF's runtime
@@ -55,12 +62,45 @@ _MATMUL_DTYPES = frozenset(
 )
 
 
+def check_callable(argument: str, value: Any, expected: str) -> None:
+    """Raises a `TypeError` unless `value` is callable (and not a class).
+
+    Classes are callable, but passing one (e.g. `snt.initializers.Ones`
+    instead of `snt.initializers.Ones()`) is always a mistake here.
+    """
+    if not callable(value) or isinstance(value, type):
+        raise utils.bad_type(argument, expected, value)
+
+
 def check_initializer(argument: str, value: Any) -> None:
-    """Raises a `TypeError` unless `value` is None or callable."""
-    if value is not None and not callable(value):
-        raise utils.bad_type(
-            argument, "must be a callable `(shape, dtype) -> tensor` or None", value
+    """Raises a `TypeError` unless `value` is None or an initializer."""
+    if value is not None:
+        check_callable(
+            argument, value, "must be a callable `(shape, dtype) -> tensor` or None"
         )
+
+
+def initial_value(
+    argument: str, initializer: Initializer, shape: list[int], dtype: tf.DType
+) -> tf.Tensor:
+    """`initializer(shape, dtype)` as a tensor; failures name `argument`."""
+    try:
+        value = tf.convert_to_tensor(initializer(shape, dtype), dtype=dtype)
+    except OP_ERRORS as e:
+        raise utils.bad_type(
+            argument,
+            f"must create a {dtype.name} tensor of shape {list(shape)} when called "
+            f"as `{argument}(shape, dtype)` ({e})",
+            initializer,
+        ) from e
+    if not value.shape.is_compatible_with(shape):
+        raise utils.bad_value(
+            argument,
+            f"must create a tensor of the requested shape {list(shape)}, not "
+            f"{value.shape.as_list()}",
+            initializer,
+        )
+    return value
 
 
 def check_bool(argument: str, value: Any) -> bool:
@@ -174,9 +214,14 @@ class Linear(base.Module):
             w_init = initializers.TruncatedNormal(
                 stddev=1 / math.sqrt(max(input_size, 1))
             )
-        w = tf.Variable(w_init([input_size, self.output_size], dtype), name="w")
+        # Same order as the original (w, then b), so seeded runs match it.
+        w = tf.Variable(
+            initial_value("w_init", w_init, [input_size, self.output_size], dtype),
+            name="w",
+        )
         if self.with_bias:
-            self.b = tf.Variable(self.b_init([self.output_size], dtype), name="b")
+            b = initial_value("b_init", self.b_init, [self.output_size], dtype)
+            self.b = tf.Variable(b, name="b")
         self.w = w
         self.w_init = w_init
         self.input_size = input_size
@@ -206,7 +251,7 @@ class Linear(base.Module):
         if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
             try:
                 outputs = _MAT_MUL(a=inputs, b=self.w)
-            except _OP_ERRORS as e:
+            except OP_ERRORS as e:
                 return self._general_call(inputs, e)
             if self.with_bias:
                 outputs = _BIAS_ADD(value=outputs, bias=self.b)
@@ -222,7 +267,7 @@ class Linear(base.Module):
             outputs = tf.matmul(inputs, self.w)
             if self.with_bias:
                 outputs = tf.nn.bias_add(outputs, self.b)
-        except _OP_ERRORS as e:
+        except OP_ERRORS as e:
             self._check_inputs(inputs, e)
             raise utils.bad_value(
                 "inputs", f"could not be multiplied by `w` ({e})", inputs

@@ -11,8 +11,6 @@ import tensorflow as tf
 from sonnet._src import base, once, utils
 from sonnet._src import linear as linear_lib
 
-_OP_ERRORS = (tf.errors.InvalidArgumentError, ValueError, TypeError)
-
 
 def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
     if isinstance(output_shape, tf.TensorShape):
@@ -146,7 +144,7 @@ class Reshape(base.Module):
             target = tf.concat([tf.shape(inputs)[:p], output_shape], axis=0)
         try:
             return tf.reshape(inputs, target)
-        except _OP_ERRORS as e:
+        except linear_lib.OP_ERRORS as e:
             raise utils.bad_value(
                 "inputs", f"could not be reshaped to {self._output_shape} ({e})", shape
             ) from e

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sonnet._src import base, utils
+from sonnet._src import linear as linear_lib
 
 
 class Sequential(base.Module):
@@ -34,14 +35,18 @@ class Sequential(base.Module):
             layers = []
         elif isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
             raise utils.bad_type("layers", "must be an iterable of callables", layers)
-        layers = list(layers)
+        try:
+            layers = list(layers)
+        except TypeError as e:  # E.g. a scalar tensor.
+            raise utils.bad_type(
+                "layers", "must be an iterable of callables", layers
+            ) from e
         for layer in layers:
-            if not callable(layer):
-                raise utils.bad_type(
-                    "layers",
-                    "must contain only callables (modules or functions)",
-                    layer,
-                )
+            linear_lib.check_callable(
+                "layers",
+                layer,
+                "must contain only callables (modules or functions, not classes)",
+            )
         self._layers = layers
 
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:

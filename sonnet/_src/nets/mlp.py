@@ -18,7 +18,12 @@ def _check_output_sizes(output_sizes: Any) -> tuple[int, ...]:
         raise utils.bad_type(
             "output_sizes", "must be a sequence of positive integers", output_sizes
         )
-    sizes = tuple(output_sizes)
+    try:
+        sizes = tuple(output_sizes)
+    except TypeError as e:  # E.g. a scalar tensor.
+        raise utils.bad_type(
+            "output_sizes", "must be a sequence of positive integers", output_sizes
+        ) from e
     if not sizes:
         raise utils.bad_value(
             "output_sizes", "must contain at least one layer size", output_sizes
@@ -95,8 +100,9 @@ class MLP(base.Module):
                 "must be None when `with_bias=False` (there is no bias)",
                 b_init,
             )
-        if not callable(activation):
-            raise utils.bad_type("activation", "must be callable", activation)
+        linear_lib.check_callable(
+            "activation", activation, "must be a function from tensor to tensor"
+        )
         if dropout_rate is not None:
             dropout_lib.check_rate("dropout_rate", dropout_rate)
         activate_final = linear_lib.check_bool("activate_final", activate_final)
