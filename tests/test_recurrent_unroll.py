@@ -479,3 +479,28 @@ def test_bad_input_sequences(unroll, kind, change):
         )
         if not ok:
             bad_input.assert_unchanged(core, before)
+
+
+class BranchingCore(snt.RNNCore):
+    """A user core with Python control flow on a tensor (needs AutoGraph)."""
+
+    def __call__(self, inputs, prev_state):
+        if tf.reduce_sum(prev_state) > 2.0:
+            next_state = prev_state
+        else:
+            next_state = prev_state + tf.reduce_sum(inputs, axis=1)
+        return next_state, next_state
+
+    def initial_state(self, batch_size):
+        return tf.zeros([batch_size])
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+def test_dynamic_unroll_converts_user_cores(autograph):
+    core = BranchingCore()
+    fn = tf.function(
+        lambda x: snt.dynamic_unroll(core, x, core.initial_state(1)),
+        autograph=autograph,
+    )
+    out, state = fn(tf.ones([5, 1, 1]))
+    np.testing.assert_allclose(out[:, 0], [1, 2, 3, 3, 3])

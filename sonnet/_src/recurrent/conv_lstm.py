@@ -147,6 +147,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
             rnn_base.add_forget_bias(bias, self._forget_bias), name="b"
         )
 
+    @utils.no_autograph
     def __call__(
         self, inputs: tf.Tensor, prev_state: rnn_base.LSTMState
     ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
@@ -184,6 +185,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         )
         return next_hidden, rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
 
+    @utils.no_autograph
     def initial_state(self, batch_size: Any) -> rnn_base.LSTMState:
         """Zeros: `LSTMState` of two `[B, *state_shape]` tensors.
 

@@ -84,6 +84,7 @@ class GRU(rnn_base.RNNCore):
         self._w_i, self._w_h, self.b = w_i, w_h, b
         self._input_size = input_size
 
+    @utils.no_autograph
     def __call__(
         self, inputs: tf.Tensor, prev_state: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -116,6 +117,7 @@ class GRU(rnn_base.RNNCore):
         next_state = (1 - z) * prev_state + z * a
         return next_state, next_state
 
+    @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:
         """Zeros of shape `[batch_size, hidden]`.
 

@@ -175,6 +175,7 @@ class LSTM(rnn_base.RNNCore):
         self.projection = projection
         self._input_size = input_size
 
+    @utils.no_autograph
     def __call__(
         self, inputs: tf.Tensor, prev_state: rnn_base.LSTMState
     ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
@@ -209,6 +210,7 @@ class LSTM(rnn_base.RNNCore):
             next_hidden = tf.matmul(next_hidden, self.projection)
         return next_hidden, rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
 
+    @utils.no_autograph
     def initial_state(self, batch_size: Any) -> rnn_base.LSTMState:
         """Zeros: `LSTMState([B, projection or hidden], [B, hidden])`.
 
@@ -232,6 +234,7 @@ class LSTM(rnn_base.RNNCore):
         """`w_h`, the `[projection or hidden, 4 * hidden]` recurrent weights."""
         return self._w_h
 
+    @utils.no_autograph
     def _unroll_sequence(
         self,
         input_sequence: tf.Tensor,

@@ -128,6 +128,7 @@ class TrainableState(base.Module):
         )
         return cls(values, mask=mask, name=name)
 
+    @utils.no_autograph
     def __call__(self, batch_size: Any) -> Any:
         """The state tiled to `batch_size` rows.
 

@@ -231,6 +231,7 @@ def static_unroll(
     return _stack_outputs(outputs, stacked, alive), state
 
 
+@utils.smart_autograph
 def dynamic_unroll(
     core: Core,
     input_sequence: Any,

@@ -88,6 +88,7 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         self._w_i, self._w_h, self.b = w_i, w_h, b
         self._input_size = input_size
 
+    @utils.no_autograph
     def __call__(
         self, input_sequence: tf.Tensor, initial_state: rnn_base.LSTMState
     ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
@@ -122,6 +123,7 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
             xw, rnn_base.LSTMState(*initial_state), self._w_h
         )
 
+    @utils.no_autograph
     def initial_state(self, batch_size: Any) -> rnn_base.LSTMState:
         """Zeros: `LSTMState([B, hidden], [B, hidden])`.
 

@@ -83,6 +83,7 @@ class VanillaRNN(rnn_base.RNNCore):
         self._b = tf.Variable(self._b_init([self._hidden_size], self._dtype), name="b")
         self._input_size = input_size
 
+    @utils.no_autograph
     def __call__(
         self, inputs: tf.Tensor, prev_state: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -111,6 +112,7 @@ class VanillaRNN(rnn_base.RNNCore):
         )
         return outputs, outputs
 
+    @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:
         """Zeros of shape `[batch_size, hidden]`.
 
