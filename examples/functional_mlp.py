@@ -53,6 +53,7 @@ def main() -> None:
     data = datasets.load(args.data)
     x_train = data.x_train.reshape(len(data.x_train), -1)
     x_test = data.x_test.reshape(len(data.x_test), -1)
+    print(f"{data.name}: {len(x_train)} training and {len(x_test)} test images")
 
     # Modules built under `variables()` hold placeholders, not real variables:
     # `transform` gives them values from `params` for each `apply`.

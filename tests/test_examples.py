@@ -93,14 +93,6 @@ def test_mlp_digits(tmp_path):
     assert re.search(r"SavedModel .*: reloaded outputs match", stdout)
 
 
-def test_mlp_digits_on_an_mnist_file(tmp_path):
-    path = write_mnist(tmp_path / "mnist.npz", num_train=120, num_test=40)
-    stdout = run_example("mlp_digits.py", tmp_path, "--data", str(path), "--steps", "5")
-    assert "mnist: 120 training and 40 test images" in stdout
-    assert 0.0 <= accuracy(stdout) <= 1.0
-    assert_png(tmp_path / "out" / "predictions.png")
-
-
 def test_little_gan(tmp_path):
     stdout = run_example("little_gan.py", tmp_path)
     assert "final losses" in stdout
@@ -119,10 +111,19 @@ def test_vqvae(tmp_path):
     assert_png(tmp_path / "out" / "reconstructions.png")
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
-def test_functional_mlp(tmp_path, optimizer):
-    stdout = run_example("functional_mlp.py", tmp_path, "--optimizer", optimizer)
-    assert accuracy(stdout) > 0.3
+def test_functional_mlp(tmp_path):
+    stdout = run_example("functional_mlp.py", tmp_path)
+    assert accuracy(stdout) > 0.5
+    assert_png(tmp_path / "out" / "loss.png")
+
+
+def test_functional_mlp_with_sgd_on_an_mnist_file(tmp_path):
+    path = write_mnist(tmp_path / "mnist.npz", num_train=120, num_test=40)
+    stdout = run_example(
+        "functional_mlp.py", tmp_path, "--optimizer", "sgd", "--data", str(path)
+    )
+    assert "mnist: 120 training and 40 test images" in stdout
+    assert 0.0 <= accuracy(stdout) <= 1.0
     assert_png(tmp_path / "out" / "loss.png")
 
 

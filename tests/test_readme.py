@@ -1,0 +1,71 @@
+"""The README's code runs: every ```python block, in order, in one namespace.
+
+The blocks run in a scratch directory (they write a checkpoint and a
+SavedModel) and what they print is checked against the outputs the README
+shows in its comments.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """`(first line number, code)` of each ```python block."""
+    return [
+        (text.count("\n", 0, match.start(1)) + 1, match.group(1))
+        for match in _PYTHON_BLOCK.finditer(text)
+    ]
+
+
+def test_python_blocks_are_found():
+    text = "a\n```python\nx = 1\n```\n\n```sh\nls\n```\n```python\ny = 2\n```\n"
+    assert python_blocks(text) == [(3, "x = 1\n"), (10, "y = 2\n")]
+
+
+def test_readme_code_runs(tmp_path, monkeypatch, capsys):
+    blocks = python_blocks(README.read_text())
+    assert len(blocks) >= 6
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "readme"}
+    for line, code in blocks:
+        # Padded so that tracebacks point at the README's own line numbers.
+        exec(compile("\n" * (line - 1) + code, str(README), "exec"), namespace)
+    printed = capsys.readouterr().out
+    for shown in [
+        "(8, 10)",
+        "['mlp/linear_0/b:0', 'mlp/linear_0/w:0', 'mlp/linear_1/b:0', "
+        "'mlp/linear_1/w:0']",
+        "(2, 3)",
+        "Sequential(layers=[Scale(), Linear(output_size=3)])",
+        "['scale/scale:0', 'linear/b:0', 'linear/w:0']",
+        "Linear(output_size=4) does not currently contain any variables",
+        "loss after 5 steps",
+        "['module/_layers/0/b/.ATTRIBUTES/VARIABLE_VALUE', "
+        "'module/_layers/0/w/.ATTRIBUTES/VARIABLE_VALUE']",
+        "| mlp/linear_0/w | f32[784,64] | True ",
+        "replica(s), loss",
+    ]:
+        assert shown in printed, f"README output missing {shown!r}:\n{printed}"
+    assert (tmp_path / "saved_mlp" / "saved_model.pb").is_file()
+
+
+def test_readme_quick_start_and_test_commands():
+    text = README.read_text()
+    quick_start = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^```sh\n(.*?)\n```", quick_start, re.DOTALL | re.MULTILINE)
+    assert commands == [
+        'pip install -e ".[examples]" && python examples/mlp_digits.py',
+        'pip install -e ".[test,dev,examples]" && python -m pytest -n 2 -q',
+    ]
+    run_tests = text.split("## Run the tests", 1)[1]
+    assert "```sh\npython -m pytest -n 2 -q\n```" in run_tests
+    for section in ["## Migrating from dm-sonnet", "## Security", "## Benchmarks"]:
+        assert section in text
+    assert (ROOT / "examples" / "mlp_digits.py").is_file()
