@@ -52,6 +52,7 @@ def test_submodules_variables_and_checkpoint_paths(tmp_path):
     ]
     path = tf.train.Checkpoint(module=mlp).write(str(tmp_path / "ckpt"))
     keys = {name for name, _ in tf.train.list_variables(path)}
+    assert len(keys) == 6 + 1  # the six variables and the object graph
     for i in range(3):
         assert f"module/_layers/{i}/w/.ATTRIBUTES/VARIABLE_VALUE" in keys
         assert f"module/_layers/{i}/b/.ATTRIBUTES/VARIABLE_VALUE" in keys

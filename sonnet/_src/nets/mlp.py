@@ -79,6 +79,11 @@ class MLP(base.Module):
     TensorShape([8, 3])
     """
 
+    _TF_MODULE_IGNORED_PROPERTIES = base.Module._TF_MODULE_IGNORED_PROPERTIES | {
+        "_layer_tuple"
+    }
+    _layer_tuple: tuple[linear_lib.Linear, ...]
+
     def __init__(
         self,
         output_sizes: Iterable[int],
@@ -126,6 +131,10 @@ class MLP(base.Module):
             )
             for i, size in enumerate(sizes)
         ]
+        # A plain tuple for the hot loop (iterating the tracked `_layers` list
+        # wrapper costs about as much as a small kernel). Written to `vars(self)`
+        # so it is not tracked: checkpoints and `variables` see `_layers` only.
+        vars(self)["_layer_tuple"] = tuple(self._layers)
 
     @base.no_name_scope
     def __call__(self, inputs: tf.Tensor, is_training: Any = None) -> tf.Tensor:
@@ -168,17 +177,19 @@ class MLP(base.Module):
 
     @base.no_name_scope
     def _forward(self, inputs: tf.Tensor, training: Any) -> tf.Tensor:
-        layers = self._layers
+        *hidden, last = self._layer_tuple
         activation = self._activation
-        last = len(layers) - 1
-        activate_final = self._activate_final
         outputs = inputs
-        for i, layer in enumerate(layers):
-            outputs = layer(outputs)
-            if i < last or activate_final:
-                if training is not False:
-                    outputs = self._dropout(outputs, training)
-                outputs = activation(outputs)
+        if training is False:
+            for layer in hidden:
+                outputs = activation(layer(outputs))
+            outputs = last(outputs)
+            return activation(outputs) if self._activate_final else outputs
+        for layer in hidden:
+            outputs = activation(self._dropout(layer(outputs), training))
+        outputs = last(outputs)
+        if self._activate_final:
+            outputs = activation(self._dropout(outputs, training))
         return outputs
 
     @base.no_name_scope
