@@ -219,21 +219,25 @@ def spatial_minimums(
 
 def check_spatial_sizes(
     inputs: tf.Tensor, minimums: Sequence[tuple[int, int, int]]
-) -> None:
+) -> tf.Tensor:
     """Raises if `inputs` is smaller than `minimums` (see `spatial_minimums`).
 
     The rank must have been checked. Sizes unknown while tracing are checked
-    when the graph runs.
+    when the graph runs: the returned `inputs` then depend on those checks,
+    so that they run before the convolution.
     """
     shape = inputs.shape
+    checks = []
     for axis, d, minimum in minimums:
         size = shape[axis]
         if size is None:
-            tf.debugging.assert_greater_equal(
-                tf.shape(inputs)[axis],
-                minimum,
-                message=f"`inputs` must have size >= {minimum} in spatial "
-                f"dimension {d}",
+            checks.append(
+                tf.debugging.assert_greater_equal(
+                    tf.shape(inputs)[axis],
+                    minimum,
+                    message=f"`inputs` must have size >= {minimum} in spatial "
+                    f"dimension {d}",
+                )
             )
         elif size < minimum:
             raise utils.bad_value(
@@ -243,6 +247,16 @@ def check_spatial_sizes(
                 "output would be empty",
                 _shape_text(shape),
             )
+    return after(checks, inputs)
+
+
+def after(checks: Sequence[Any], inputs: tf.Tensor) -> tf.Tensor:
+    """`inputs`, made to depend on the graph-mode assertion ops `checks`."""
+    checks = [c for c in checks if c is not None]  # None: ran eagerly.
+    if not checks:
+        return inputs
+    with tf.control_dependencies(checks):
+        return tf.identity(inputs)
 
 
 def output_shape(
@@ -511,7 +525,7 @@ class ConvND(base.Module):
         if shape.rank != self._rank:
             raise rank_error(inputs, self._rank)
         if self._minimums:
-            check_spatial_sizes(inputs, self._minimums)
+            inputs = check_spatial_sizes(inputs, self._minimums)
         dims = shape.as_list()
         if 0 in dims and None not in dims:
             return self._empty_output(inputs, dims)

@@ -225,23 +225,27 @@ class ConvNDTranspose(base.Module):
             self._op_strides = (1, *strides, 1)
             self._op_dilations = (1, *rates, 1)
 
-    def _check_output_shape_fits(self, inputs: tf.Tensor) -> None:
+    def _check_output_shape_fits(self, inputs: tf.Tensor) -> tf.Tensor:
         """Raises if `output_shape` does not map back to the inputs' size.
 
         The op would fail (or, in oneDNN's CPU kernels, raise an unrelated
         error), so this runs on every call of a module with an `output_shape`.
-        Sizes unknown while tracing are checked when the graph runs.
+        Sizes unknown while tracing are checked when the graph runs: the
+        returned `inputs` then depend on those checks.
         """
         shape = inputs.shape
         output_shape = list(self._fixed_spatial or ())
+        checks = []
         for axis, d, expected in self._expected_inputs:
             actual = shape[axis]
             if actual is None:
-                tf.debugging.assert_equal(
-                    tf.shape(inputs)[axis],
-                    expected,
-                    message=f"`inputs` must have spatial size {expected} in "
-                    f"dimension {d} for output_shape={output_shape}",
+                checks.append(
+                    tf.debugging.assert_equal(
+                        tf.shape(inputs)[axis],
+                        expected,
+                        message=f"`inputs` must have spatial size {expected} in "
+                        f"dimension {d} for output_shape={output_shape}",
+                    )
                 )
             elif actual != expected:
                 raise utils.bad_value(
@@ -251,6 +255,7 @@ class ConvNDTranspose(base.Module):
                     f"{self._strides[d]} and {self._padding} padding",
                     tuple(shape.as_list()),
                 )
+        return conv.after(checks, inputs)
 
     def _input_sizes(self, x: tf.Tensor) -> Any:
         """The output shape in the op's layout (the op's `input_sizes`)."""
@@ -301,7 +306,7 @@ class ConvNDTranspose(base.Module):
         if inputs.shape.rank != self._rank:
             raise conv.rank_error(inputs, self._rank)
         if self._expected_inputs:
-            self._check_output_shape_fits(inputs)
+            inputs = self._check_output_shape_fits(inputs)
         try:
             x = inputs
             if self._transpose:

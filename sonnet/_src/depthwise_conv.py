@@ -148,7 +148,7 @@ class DepthwiseConv2D(base.Module):
         if shape.rank != 4:
             raise conv.rank_error(inputs, 4)
         if self._minimums:
-            conv.check_spatial_sizes(inputs, self._minimums)
+            inputs = conv.check_spatial_sizes(inputs, self._minimums)
         dims = shape.as_list()
         if 0 in dims and None not in dims:
             return self._empty_output(inputs, dims)
