@@ -128,7 +128,11 @@ def _select(alive: tf.Tensor, new: Any, old: Any) -> Any:
             keep = tf.reshape(alive, [-1] + [1] * (rank - 1))
         return tf.where(keep, n, o)
 
-    return tf.nest.map_structure(select, new, old)
+    # `old` may be e.g. a list where the core returns a namedtuple.
+    selected = [
+        select(n, o) for n, o in zip(tf.nest.flatten(new), tf.nest.flatten(old))
+    ]
+    return tf.nest.pack_sequence_as(new, selected)
 
 
 def _zero_finished(alive: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:

@@ -51,7 +51,8 @@ class Unrolled(snt.Module):
 
     def __call__(self, x: tf.Tensor) -> Any:
         # Left to the unroll to reject: inputs without a batch dimension.
-        batch = tf.shape(x)[1] if x.shape.rank and x.shape.rank >= 2 else 1
+        rank = tf.TensorShape(x.shape).rank
+        batch = tf.shape(x)[1] if rank and rank >= 2 else 1
         lengths = None
         if self._with_lengths:
             # Row b is valid for min(b, T) steps (0 for the first row).
@@ -88,18 +89,21 @@ CASES = [
         cls=snt.VanillaRNN,
         factory=lambda: snt.VanillaRNN(4),
         inputs=lambda: (_x(2, 3), _x(2, 4)),
+        ctor_kwargs={"hidden_size": 4},
     ),
     Case(
         id="LSTM",
         cls=snt.LSTM,
         factory=lambda: snt.LSTM(4),
         inputs=lambda: (_x(2, 3), _lstm_state(2, 4)),
+        ctor_kwargs={"hidden_size": 4},
     ),
     Case(
         id="LSTM-projected",
         cls=snt.LSTM,
         factory=lambda: snt.LSTM(5, projection_size=2, forget_bias=0.5),
         inputs=lambda: (_x(2, 3), _lstm_state(2, 2, 5)),
+        ctor_kwargs={"hidden_size": 5, "projection_size": 2, "forget_bias": 0.5},
     ),
     Case(
         id="LSTM-float64",
@@ -109,36 +113,46 @@ CASES = [
             tf.cast(_x(2, 3), tf.float64),
             tf.nest.map_structure(lambda t: tf.cast(t, tf.float64), _lstm_state(2, 3)),
         ),
+        ctor_kwargs={"hidden_size": 3, "dtype": tf.float64},
     ),
     Case(
         id="GRU",
         cls=snt.GRU,
         factory=lambda: snt.GRU(4),
         inputs=lambda: (_x(2, 3), _x(2, 4)),
+        ctor_kwargs={"hidden_size": 4},
     ),
     Case(
         id="Conv1DLSTM",
         cls=snt.Conv1DLSTM,
         factory=lambda: snt.Conv1DLSTM((5, 2), 3, 3),
         inputs=lambda: (_x(2, 5, 2), _lstm_state_conv(2, 5, 3)),
+        ctor_kwargs={"input_shape": (5, 2), "output_channels": 3, "kernel_shape": 3},
     ),
     Case(
         id="Conv2DLSTM",
         cls=snt.Conv2DLSTM,
         factory=lambda: snt.Conv2DLSTM((4, 4, 2), 3, 3),
         inputs=lambda: (_x(2, 4, 4, 2), _lstm_state_conv(2, 4, 4, 3)),
+        ctor_kwargs={"input_shape": (4, 4, 2), "output_channels": 3, "kernel_shape": 3},
     ),
     Case(
         id="Conv3DLSTM",
         cls=snt.Conv3DLSTM,
         factory=lambda: snt.Conv3DLSTM((3, 3, 3, 2), 2, 3),
         inputs=lambda: (_x(2, 3, 3, 3, 2), _lstm_state_conv(2, 3, 3, 3, 2)),
+        ctor_kwargs={
+            "input_shape": (3, 3, 3, 2),
+            "output_channels": 2,
+            "kernel_shape": 3,
+        },
     ),
     Case(
         id="UnrolledLSTM",
         cls=snt.UnrolledLSTM,
         factory=lambda: snt.UnrolledLSTM(4),
         inputs=lambda: (_x(3, 2, 3), _lstm_state(2, 4)),
+        ctor_kwargs={"hidden_size": 4},
     ),
     Case(
         id="DeepRNN",
