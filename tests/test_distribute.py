@@ -12,8 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sonnet as snt
+from tests.conformance import bad_input
 
 ON_READ = tf.VariableSynchronization.ON_READ
 GLOBAL_BATCH = 8
@@ -604,3 +607,59 @@ def test_create_variables_eagerly_under_replicator():
     step(tf.ones([2, 2]))
     copies = _locals(replicator, lin.w)
     np.testing.assert_array_equal(copies[0], copies[1])
+
+
+# Bad input -------------------------------------------------------------------
+
+_CRBN_ARGS = [
+    "create_scale",
+    "create_offset",
+    "moving_mean",
+    "moving_variance",
+    "eps",
+    "scale_init",
+    "offset_init",
+    "data_format",
+    "name",
+]
+
+
+def _crbn_kwargs() -> dict[str, Any]:
+    return {
+        "create_scale": True,
+        "create_offset": False,
+        "moving_mean": snt.ExponentialMovingAverage(0.5),
+        "moving_variance": snt.ExponentialMovingAverage(0.5),
+    }
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(_CRBN_ARGS), bad_input.junk())
+def test_cross_replica_batch_norm_junk_constructor_arguments(argument, value):
+    kwargs = {**_crbn_kwargs(), argument: value}
+    ok, module = bad_input.outcome(
+        lambda: snt.distribute.CrossReplicaBatchNorm(**kwargs), [argument]
+    )
+    if ok:
+        bad_input.outcome(lambda: module(tf.ones([2, 3]), is_training=True), ["inputs"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["add", "drop", "dtype", "channels"]), bad_input.junk())
+def test_cross_replica_batch_norm_bad_inputs(kind, flag):
+    bn = snt.distribute.CrossReplicaBatchNorm(**_crbn_kwargs())
+    x = tf.random.stateless_normal([4, 3, 2], seed=[0, 1])
+    bn(x, is_training=True)
+    before = bad_input.snapshot(bn)
+    bad = {
+        "add": x[None],
+        "drop": x[0],
+        "dtype": tf.cast(x, tf.float64),
+        "channels": tf.pad(x, [[0, 0], [0, 0], [0, 1]]),
+    }[kind]
+    ok, _ = bad_input.outcome(lambda: bn(bad, is_training=True), ["inputs"])
+    assert not ok
+    bad_input.assert_unchanged(bn, before)
+    ok, _ = bad_input.outcome(lambda: bn(x, is_training=flag), ["is_training"])
+    if not ok:
+        bad_input.assert_unchanged(bn, before)

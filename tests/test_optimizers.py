@@ -300,6 +300,27 @@ def test_apply_returns_none_and_works_without_autograph():
     tf.function(lambda: opt.apply([tf.constant([1.0])], [w]), autograph=False)()
 
 
+@pytest.mark.parametrize("name,cls,hyper,rule", CONFIGS, ids=CONFIG_IDS)
+def test_variable_access_order_is_the_same_on_retrace(name, cls, hyper, rule):
+    # The first trace creates the slots; a retrace must watch the same
+    # variables in the same order.
+    lin = snt.Linear(2)
+    opt = cls(**hyper)
+    watched = []
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(lin(x)))
+            grads = tape.gradient(loss, lin.trainable_variables)
+            opt.apply(grads, lin.trainable_variables)
+        watched.append([(id(v), v.name) for v in tape.watched_variables()])
+
+    fn = tf.function(step, autograph=False)
+    fn(tf.ones([1, 3]))
+    fn(tf.ones([2, 3]))  # New input shape: retrace.
+    assert len(watched) >= 2 and all(w == watched[0] for w in watched)
+
+
 # Hyper-parameters -----------------------------------------------------------
 
 
