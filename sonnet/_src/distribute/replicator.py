@@ -97,12 +97,16 @@ _copy_initial_values = _CopyInitialValues()
 
 @contextlib.contextmanager
 def _replica_local_scope(parent: Any) -> Iterator[None]:
-    with (
-        tf.variable_creator_scope(_copy_initial_values),
-        parent,
-        tf.variable_creator_scope(replica_local_creator),
-    ):
-        yield
+    try:
+        with (
+            tf.variable_creator_scope(_copy_initial_values),
+            parent,
+            tf.variable_creator_scope(replica_local_creator),
+        ):
+            yield
+    finally:
+        # Do not keep a traced graph alive through the remembered tensor.
+        _copy_initial_values.name = _copy_initial_values.value = None
 
 
 _KEY_BASE_LOCK = threading.Lock()
