@@ -211,7 +211,9 @@ def test_call_errors():
 def test_unknown_channels():
     ln = snt.LayerNorm(-1, True, True)
     f = tf.function(ln, input_signature=[tf.TensorSpec([2, None])])
-    with pytest.raises(ValueError, match="statically known number of channels"):
+    with pytest.raises(
+        ValueError, match="statically known, non-zero number of channels"
+    ):
         f.get_concrete_function()
 
 
@@ -262,3 +264,12 @@ def test_bad_inputs(kind, dtype):
     ok, _ = bad_input.outcome(lambda: norm(bad), ["inputs"])
     assert ok == (kind == "other")
     bad_input.assert_unchanged(norm, before)
+
+
+def test_axis_tensors_and_arrays_rejected():
+    with pytest.raises(TypeError, match="`axis` must be an int"):
+        snt.LayerNorm(tf.constant(1), True, True)
+    with pytest.raises(TypeError, match="`axis` must be an int"):
+        snt.LayerNorm(np.array(1), True, True)
+    with pytest.raises(ValueError, match="non-zero number of channels"):
+        snt.LayerNorm(-1, True, True)(tf.zeros([2, 0]))

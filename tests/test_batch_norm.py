@@ -504,7 +504,9 @@ def test_build_errors():
     def call(x):
         return bn(x, is_training=True)
 
-    with pytest.raises(ValueError, match="statically known number of channels"):
+    with pytest.raises(
+        ValueError, match="statically known, non-zero number of channels"
+    ):
         call.get_concrete_function()
 
     @tf.function(input_signature=[tf.TensorSpec(None)])
@@ -573,3 +575,35 @@ def test_bad_inputs(kind, dtype, flag):
     ok, _ = bad_input.outcome(lambda: bn(x, is_training=flag), ["is_training"])
     if not ok:
         bad_input.assert_unchanged(bn, before)
+
+
+def test_empty_batch_leaves_statistics_alone():
+    bn = snt.BatchNorm(True, True, decay_rate=0.5)
+    bn(_data([4, 2, 2, 3]), is_training=True)
+    before = bad_input.snapshot(bn)
+    for shape in ([0, 2, 2, 3], [4, 0, 2, 3]):
+        assert bn(tf.zeros(shape), is_training=True).shape == shape
+    bad_input.assert_unchanged(bn, before)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2, 2, 3])])
+    def train(x):
+        return bn(x, is_training=True)
+
+    assert train(tf.zeros([0, 2, 2, 3])).shape == (0, 2, 2, 3)
+    bad_input.assert_unchanged(bn, before)
+    train(_data([3, 2, 2, 3]))  # A non-empty batch still updates.
+    assert int(bn.moving_mean._counter.numpy()) == 2
+
+
+def test_zero_channels_rejected():
+    bn = snt.BatchNorm(True, True)
+    with pytest.raises(ValueError, match="non-zero number of channels"):
+        bn(tf.zeros([2, 0]), is_training=True)
+    assert not hasattr(bn, "scale")
+
+
+def test_tensor_decay_rate():
+    bn = snt.BatchNorm(True, True, decay_rate=tf.constant(0.5))
+    bn(tf.ones([2, 3]), is_training=True)
+    with pytest.raises(TypeError, match="`decay_rate` must be a float scalar"):
+        snt.BatchNorm(True, True, decay_rate=tf.constant(1))

@@ -392,3 +392,22 @@ def test_junk_constructor_arguments(argument, value):
         argument: value,
     }
     bad_input.outcome(lambda: snt.nets.ResNet(**kwargs), [argument])
+
+
+@pytest.mark.parametrize("cls", [resnet.BottleNeckBlockV1, resnet.BottleNeckBlockV2])
+def test_identity_shortcut_needs_matching_shapes(cls):
+    block = cls(channels=8, stride=1, use_projection=False, bn_config={})
+    with pytest.raises(ValueError, match="must have 8 channels"):
+        block(tf.ones([1, 4, 4, 3]), is_training=True)
+    strided = cls(channels=8, stride=2, use_projection=False, bn_config={})
+    with pytest.raises(ValueError, match="1x1 spatial size"):
+        strided(tf.ones([1, 4, 4, 8]), is_training=True)
+    assert strided(tf.ones([1, 1, 1, 8]), is_training=True).shape == (1, 1, 1, 8)
+    assert block(tf.ones([1, 4, 4, 8]), is_training=True).shape == (1, 4, 4, 8)
+
+
+def test_v2_block_checks_rank_before_building():
+    block = resnet.BottleNeckBlockV2(8, 1, True, {})
+    with pytest.raises(ValueError, match="`inputs` must have rank 4"):
+        block(tf.ones([2, 3]), is_training=True)
+    assert block(tf.ones([1, 4, 4, 3]), is_training=True).shape == (1, 4, 4, 8)

@@ -322,3 +322,20 @@ def test_bad_inputs(kind, dtype):
     assert ok == (kind in ("add", "other"))
     if not ok:
         bad_input.assert_unchanged(vq, before)
+
+
+def test_ema_empty_batch_changes_nothing():
+    vq = snt.nets.VectorQuantizerEMA(3, 4, commitment_cost=0.5, decay=0.9)
+    before = bad_input.snapshot(vq)
+    out = vq(tf.zeros([0, 3]), is_training=True)
+    assert out["quantize"].shape == (0, 3) and out["encodings"].shape == (0, 4)
+    bad_input.assert_unchanged(vq, before)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3])])
+    def train(x):
+        return vq(x, is_training=True)
+
+    train(tf.zeros([0, 3]))
+    bad_input.assert_unchanged(vq, before)
+    train(tf.ones([2, 3]))
+    assert int(vq.ema_dw._counter.numpy()) == 1

@@ -26,8 +26,13 @@ def check_axis(axis: Any) -> tuple[int, ...] | slice:
         return axis
     if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
         return (int(axis),)
-    if isinstance(axis, Iterable) and not isinstance(axis, (str, bytes)):
-        items = list(axis)
+    if isinstance(axis, Iterable) and not isinstance(
+        axis, (str, bytes, tf.Tensor, tf.Variable)
+    ):
+        try:
+            items = list(axis)
+        except TypeError:  # E.g. a 0-d NumPy array.
+            items = [None]
         if all(
             isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
             for a in items
@@ -90,9 +95,11 @@ class NormParams:
         rank = shape.rank
         channel_axis = rank - 1 if self._channel_index == -1 else 1
         channels = shape[channel_axis]
-        if channels is None:
+        if not channels:
             raise utils.bad_value(
-                "inputs", "must have a statically known number of channels", inputs
+                "inputs",
+                "must have a statically known, non-zero number of channels",
+                inputs,
             )
         self._rank = rank
         self._channel_axis = channel_axis

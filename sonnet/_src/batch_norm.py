@@ -233,9 +233,11 @@ class BaseBatchNorm(base.Module):
         rank = shape.rank
         channel_axis = rank - 1 if self._channel_index == -1 else 1
         channels = shape[channel_axis]
-        if channels is None:
+        if not channels:
             raise utils.bad_value(
-                "inputs", "must have a statically known number of channels", inputs
+                "inputs",
+                "must have a statically known, non-zero number of channels",
+                inputs,
             )
         self._rank = rank
         self._channel_axis = channel_axis
@@ -378,10 +380,21 @@ class BaseBatchNorm(base.Module):
                     var = var * self._bessel_factor(inputs)
                 self._update_statistics(mean, var)
 
-        if training is True:
+        # An empty batch has no statistics (its moments are NaN): the moving
+        # statistics are left alone rather than poisoned.
+        num_elements = inputs.shape.num_elements()
+        if num_elements == 0:
+            return y
+        if training is True and num_elements is not None:
             update()
             return y
-        with tf.control_dependencies([tf.cond(training, _run(update), _noop)]):
+        condition = training
+        if num_elements is None:
+            not_empty = tf.size(inputs) > 0
+            condition = (
+                not_empty if training is True else tf.logical_and(training, not_empty)
+            )
+        with tf.control_dependencies([tf.cond(condition, _run(update), _noop)]):
             return tf.identity(y)
 
     def _with_moving_stats(
@@ -474,8 +487,14 @@ class BatchNorm(BaseBatchNorm):
     ):
         if name is not None:
             base._check_name(name)
-        if tf.is_tensor(decay_rate) or isinstance(decay_rate, tf.Variable):
-            pass
+        if isinstance(decay_rate, (tf.Tensor, tf.Variable)):
+            if not decay_rate.dtype.is_floating or decay_rate.shape.rank not in (
+                0,
+                None,
+            ):
+                raise utils.bad_type(
+                    "decay_rate", "must be a float scalar in [0, 1]", decay_rate
+                )
         elif isinstance(decay_rate, (bool, np.bool_)) or not isinstance(
             decay_rate, numbers.Real
         ):

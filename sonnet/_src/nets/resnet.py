@@ -57,6 +57,22 @@ def _check_stride(stride: Any) -> int:
     return utils.check_positive_int("stride", stride)
 
 
+def _check_identity_shortcut(block: Any, inputs: tf.Tensor) -> None:
+    """Without a projection, the output must have the input's shape."""
+    shape = inputs.shape
+    if shape.rank != 4:
+        return
+    channels = shape[-1]
+    same_size = block._stride == 1 or all(d == 1 for d in shape[1:3])
+    if (channels is not None and channels != block._channels) or not same_size:
+        raise utils.bad_value(
+            "inputs",
+            f"must have {block._channels} channels (and, unless `stride` is 1, "
+            "1x1 spatial size) for a block with `use_projection=False`",
+            inputs,
+        )
+
+
 class BottleNeckBlockV1(base.Module):
     """Bottleneck residual block, post-activation (ResNet v1).
 
@@ -124,6 +140,10 @@ class BottleNeckBlockV1(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Maps `[B, H, W, C]` inputs to `[B, H', W', channels]` outputs."""
+        is_training = utils.mode_flag("is_training", is_training)
+        inputs = utils.to_tensor("inputs", inputs)
+        if not self._use_projection:
+            _check_identity_shortcut(self, inputs)
         if self._use_projection:
             shortcut = self._proj_batchnorm(
                 self._proj_conv(inputs), is_training=is_training
@@ -185,6 +205,13 @@ class BottleNeckBlockV2(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Maps `[B, H, W, C]` inputs to `[B, H', W', channels]` outputs."""
+        is_training = utils.mode_flag("is_training", is_training)
+        # The batch norm comes first and accepts any rank: check here so a bad
+        # first call cannot build it for the wrong rank.
+        inputs = utils.to_tensor("inputs", inputs)
+        utils.assert_rank(inputs, 4)
+        if not self._use_projection:
+            _check_identity_shortcut(self, inputs)
         # Not stored as a list attribute: that would add checkpoint paths.
         net = tf.nn.relu(self._bn_0(inputs, is_training=is_training))
         shortcut = self._proj_conv(net) if self._use_projection else inputs
@@ -244,6 +271,7 @@ class BlockGroup(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Applies the blocks in order."""
+        is_training = utils.mode_flag("is_training", is_training)
         net = inputs
         for block in self._blocks:
             net = block(net, is_training=is_training)
@@ -360,6 +388,7 @@ class ResNet(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Computes logits `[B, num_classes]` for images `inputs` `[B, H, W, C]`."""
+        is_training = utils.mode_flag("is_training", is_training)
         net = self._initial_conv(inputs)
         if not self._resnet_v2:
             net = tf.nn.relu(self._initial_batchnorm(net, is_training=is_training))

@@ -282,11 +282,24 @@ class VectorQuantizerEMA(_Quantizer):
             self.embeddings.assign(dw_average / tf.reshape(cluster_size, [1, -1]))
             return tf.constant(True)
 
-        if training is True:
+        # An empty batch carries no information (and would make the cluster
+        # sizes 0 / 0 on a first update): the averages are left alone.
+        num_elements = inputs.shape.num_elements()
+        if training is False or num_elements == 0:
+            pass
+        elif training is True and num_elements is not None:
             update()
-        elif training is not False:
+        else:
+            condition = training
+            if num_elements is None:
+                not_empty = tf.size(inputs) > 0
+                condition = (
+                    not_empty
+                    if training is True
+                    else tf.logical_and(training, not_empty)
+                )
             with tf.control_dependencies(
-                [tf.cond(training, update, lambda: tf.constant(False))]
+                [tf.cond(condition, update, lambda: tf.constant(False))]
             ):
                 e_latent_loss = tf.identity(e_latent_loss)
         loss = self.commitment_cost * e_latent_loss

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
+from typing import Any
+
 import tensorflow as tf
 
 import sonnet as snt
@@ -16,100 +20,108 @@ def _images(shape: tuple[int, ...] = (4, 3, 3, 2)) -> tuple[tf.Tensor]:
     return (tf.sin(x) * 3.0 + 1.0,)
 
 
-def _train(module: snt.BatchNorm, x: tf.Tensor) -> tf.Tensor:
+def _train(module: Any, x: tf.Tensor) -> tf.Tensor:
     return module(x, is_training=True)
 
 
-def _eval(module: snt.BatchNorm, x: tf.Tensor) -> tf.Tensor:
+def _eval(module: Any, x: tf.Tensor) -> tf.Tensor:
     return module(x, is_training=False)
 
 
-def _local_stats(module: snt.BatchNorm, x: tf.Tensor) -> tf.Tensor:
+def _local_stats(module: Any, x: tf.Tensor) -> tf.Tensor:
     return module(x, is_training=False, test_local_stats=True)
 
 
-def _bn() -> snt.BatchNorm:
-    return snt.BatchNorm(create_scale=True, create_offset=True, decay_rate=0.9)
-
-
-def _base_bn() -> snt.BaseBatchNorm:
-    return snt.BaseBatchNorm(
-        create_scale=True,
-        create_offset=False,
-        moving_mean=snt.ExponentialMovingAverage(0.5, name="moving_mean"),
-        moving_variance=snt.ExponentialMovingAverage(0.5, name="moving_variance"),
+def _case(
+    id: str,
+    cls: type,
+    kwargs: dict[str, Any],
+    inputs: Callable[[], tuple[Any, ...]],
+    call: Callable[..., Any] | None = None,
+) -> Case:
+    return Case(
+        id=id,
+        cls=cls,
+        factory=lambda: cls(**copy.deepcopy(kwargs)),
+        inputs=inputs,
+        call=call,
+        ctor_kwargs=kwargs,
     )
 
 
+_BN = {"create_scale": True, "create_offset": True, "decay_rate": 0.9}
+
 CASES = [
     # Rank-4 channels-last: the fused kernel.
-    Case(
-        id="BatchNorm-train",
-        cls=snt.BatchNorm,
-        factory=_bn,
-        inputs=_images,
-        call=_train,
+    _case("BatchNorm-train", snt.BatchNorm, _BN, _images, _train),
+    _case("BatchNorm-eval", snt.BatchNorm, _BN, _images, _eval),
+    # Rank 2 (reshaped for the fused kernel), batch statistics, no update.
+    _case(
+        "BatchNorm-rank2-local-stats",
+        snt.BatchNorm,
+        {"create_scale": False, "create_offset": True},
+        lambda: _images((5, 3)),
+        _local_stats,
     ),
-    Case(
-        id="BatchNorm-eval", cls=snt.BatchNorm, factory=_bn, inputs=_images, call=_eval
+    # Rank-3 channels-first: the unfused path.
+    _case(
+        "BatchNorm-NCW-train",
+        snt.BatchNorm,
+        {"create_scale": True, "create_offset": True, "data_format": "NCW"},
+        lambda: _images((4, 3, 5)),
+        _train,
     ),
-    # Rank 2 (reshaped for the fused kernel) and rank-3 channels-first
-    # (unfused), with batch statistics but no update.
-    Case(
-        id="BatchNorm-rank2-local-stats",
-        cls=snt.BatchNorm,
-        factory=lambda: snt.BatchNorm(False, True),
-        inputs=lambda: _images((5, 3)),
-        call=_local_stats,
+    # Rank-4 channels-first: the fused kernel in NCHW.
+    _case(
+        "BatchNorm-NCHW-train",
+        snt.BatchNorm,
+        {"create_scale": True, "create_offset": False, "data_format": "NCHW"},
+        lambda: _images((2, 3, 2, 4)),
+        _train,
     ),
-    Case(
-        id="BatchNorm-NCW-train",
-        cls=snt.BatchNorm,
-        factory=lambda: snt.BatchNorm(True, True, data_format="NCW"),
-        inputs=lambda: _images((4, 3, 5)),
-        call=_train,
+    _case(
+        "BaseBatchNorm-train",
+        snt.BaseBatchNorm,
+        {
+            "create_scale": True,
+            "create_offset": False,
+            "moving_mean": snt.ExponentialMovingAverage(0.5, name="moving_mean"),
+            "moving_variance": snt.ExponentialMovingAverage(
+                0.5, name="moving_variance"
+            ),
+        },
+        _images,
+        _train,
     ),
-    Case(
-        id="BaseBatchNorm-train",
-        cls=snt.BaseBatchNorm,
-        factory=_base_bn,
-        inputs=_images,
-        call=_train,
+    _case(
+        "LayerNorm",
+        snt.LayerNorm,
+        {"axis": -1, "create_scale": True, "create_offset": True},
+        lambda: _images((2, 3, 4)),
     ),
-    Case(
-        id="LayerNorm",
-        cls=snt.LayerNorm,
-        factory=lambda: snt.LayerNorm(-1, create_scale=True, create_offset=True),
-        inputs=lambda: _images((2, 3, 4)),
+    _case(
+        "LayerNorm-slice-NCHW",
+        snt.LayerNorm,
+        {
+            "axis": slice(1, None),
+            "create_scale": True,
+            "create_offset": False,
+            "data_format": "NCHW",
+        },
+        _images,
     ),
-    Case(
-        id="LayerNorm-slice-NCHW",
-        cls=snt.LayerNorm,
-        factory=lambda: snt.LayerNorm(
-            slice(1, None),
-            create_scale=True,
-            create_offset=False,
-            data_format="NCHW",
-        ),
-        inputs=_images,
+    _case(
+        "InstanceNorm",
+        snt.InstanceNorm,
+        {"create_scale": True, "create_offset": True},
+        _images,
     ),
-    Case(
-        id="InstanceNorm",
-        cls=snt.InstanceNorm,
-        factory=lambda: snt.InstanceNorm(create_scale=True, create_offset=True),
-        inputs=_images,
-    ),
-    Case(
-        id="GroupNorm",
-        cls=snt.GroupNorm,
-        factory=lambda: snt.GroupNorm(groups=2),
-        inputs=lambda: _images((2, 3, 3, 4)),
-    ),
-    Case(
-        id="GroupNorm-NCHW",
-        cls=snt.GroupNorm,
-        factory=lambda: snt.GroupNorm(groups=2, data_format="NCHW"),
-        inputs=lambda: _images((2, 4, 3, 3)),
+    _case("GroupNorm", snt.GroupNorm, {"groups": 2}, lambda: _images((2, 3, 3, 4))),
+    _case(
+        "GroupNorm-NCHW",
+        snt.GroupNorm,
+        {"groups": 2, "data_format": "NCHW"},
+        lambda: _images((2, 4, 3, 3)),
     ),
 ]
 
