@@ -1,8 +1,8 @@
 """Train an MLP on handwritten digits with the functional API, `snt.functional`.
 
-    python examples/functional_mlp.py                     # Adam, ~97% test accuracy
+    python examples/functional_mlp.py                    # Adam, about 98% test accuracy
     python examples/functional_mlp.py --optimizer sgd
-    python examples/functional_mlp.py --quick             # a few seconds, for tests
+    python examples/functional_mlp.py --quick            # a few seconds, for tests
 
 The JAX/Haiku style on TensorFlow: `snt.functional.transform` turns a module into
 a pair of pure functions, `init(inputs) -> params` and

@@ -15,14 +15,14 @@ import numpy as np  # noqa: E402
 
 def save_curve(path: str, values: Sequence[float], ylabel: str, title: str) -> None:
     """Plots one value per step, with a moving average to show the trend."""
-    values = np.asarray(values, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(values, alpha=0.3, label="per step")
-    window = max(1, len(values) // 50)
-    if len(values) >= window:
-        smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-        ax.plot(np.arange(window - 1, len(values)), smooth, label=f"mean of {window}")
-    if np.all(values > 0):
+    ax.plot(y, alpha=0.3, label="per step")
+    window = max(1, len(y) // 50)
+    if len(y) >= window:
+        smooth = np.convolve(y, np.ones(window) / window, mode="valid")
+        ax.plot(np.arange(window - 1, len(y)), smooth, label=f"mean of {window}")
+    if np.all(y > 0):
         ax.set_yscale("log")  # Shows progress long after the first fast drop.
     ax.set(xlabel="step", ylabel=ylabel, title=title)
     ax.legend()

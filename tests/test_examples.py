@@ -83,7 +83,7 @@ def assert_png(path: Path) -> np.ndarray:
 
 def test_mlp_digits(tmp_path):
     stdout = run_example("mlp_digits.py", tmp_path)
-    assert accuracy(stdout) > 0.5  # Chance is 0.1.
+    assert accuracy(stdout) >= 0.95  # Even the quick run's 300 steps get there.
     out = tmp_path / "out"
     assert_png(out / "loss.png")
     assert_png(out / "predictions.png")
