@@ -30,14 +30,16 @@ def check_axis(axis: Any) -> tuple[int, ...] | slice:
         axis, (str, bytes, tf.Tensor, tf.Variable)
     ):
         try:
-            items = list(axis)
+            items: list[Any] = list(axis)
         except TypeError:  # E.g. a 0-d NumPy array.
             items = [None]
-        if all(
-            isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+        ints = [
+            int(a)
             for a in items
-        ):
-            return tuple(int(a) for a in items)
+            if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+        ]
+        if len(ints) == len(items):
+            return tuple(ints)
     raise utils.bad_type("axis", "must be an int, a slice or an iterable of ints", axis)
 
 
