@@ -9,9 +9,10 @@ Variants: `snt.UnrolledLSTM`, `snt.dynamic_unroll(snt.LSTM)` (both use one
 input matmul for all steps and a hand-written recurrence gradient), the
 generic `dynamic_unroll` loop (an LSTM hidden behind a plain function, so the
 step is differentiated automatically), and `keras.layers.LSTM`. Prints the
-median milliseconds per step (interleaved repetitions, warm-up excluded) and
-each ratio against Keras, for wall-clock time and for the process's CPU
-time (the latter is steadier on a machine shared with other jobs).
+median milliseconds per step (interleaved repetitions in rotating order,
+warm-up excluded) and each ratio against Keras, for wall-clock time and for
+the process's CPU time (the latter is steadier on a machine shared with other
+jobs).
 
     python bench/lstm_step.py [--repeats 7] [--number 5]
 """
@@ -113,9 +114,12 @@ def main() -> None:
             fn()
     wall: dict[str, list[float]] = {k: [] for k in steps}
     cpu: dict[str, list[float]] = {k: [] for k in steps}
-    for _ in range(args.repeats):
-        for key, fn in steps.items():
-            wall_ms, cpu_ms = _time_ms(fn, args.number)
+    keys = list(steps)
+    for repeat in range(args.repeats):
+        # Rotate the order so that no variant always runs right after another.
+        shift = repeat % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            wall_ms, cpu_ms = _time_ms(steps[key], args.number)
             wall[key].append(wall_ms)
             cpu[key].append(cpu_ms)
     print(f"medians of {args.repeats} interleaved repeats of {args.number} steps")
