@@ -235,6 +235,10 @@ def static_unroll(
     return _stack_outputs(outputs, stacked, alive), state
 
 
+# Converted by AutoGraph when traced (so user cores with Python control flow on
+# tensors work, even under `tf.function(autograph=False)`); the outer AutoGraph
+# pass leaves the wrapper alone.
+@utils.no_autograph
 @utils.smart_autograph
 def dynamic_unroll(
     core: Core,
