@@ -419,3 +419,13 @@ def test_bad_call_inputs(kind, target, change, junk):
     ok, _ = bad_input.outcome(lambda: core(bad_x, bad_state), ["inputs", "prev_state"])
     if not ok:
         bad_input.assert_unchanged(core, before)
+
+
+def test_abstract_bases():
+    with pytest.raises(TypeError, match="abstract"):
+        snt.RNNCore()  # type: ignore[abstract]
+    with pytest.raises(TypeError, match="abstract"):
+        snt.UnrolledRNN()  # type: ignore[abstract]
+    assert issubclass(snt.LSTM, snt.RNNCore)
+    assert issubclass(snt.UnrolledLSTM, snt.UnrolledRNN)
+    assert snt.LSTMState._fields == ("hidden", "cell")

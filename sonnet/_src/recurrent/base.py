@@ -23,7 +23,7 @@ class LSTMState(NamedTuple):
     cell: Any
 
 
-class RNNCore(base.Module, metaclass=abc.ABCMeta):
+class RNNCore(base.Module):
     """Base class for recurrent cores: one time step `(inputs, prev_state)`.
 
     A core maps a batch of inputs `[B, ...]` and the previous state (a nest of
@@ -54,7 +54,7 @@ class RNNCore(base.Module, metaclass=abc.ABCMeta):
         """The state at the first time step for a batch of `batch_size`."""
 
 
-class UnrolledRNN(base.Module, metaclass=abc.ABCMeta):
+class UnrolledRNN(base.Module):
     """Base class for modules that process a whole time-major sequence at once.
 
     `__call__(input_sequence, initial_state)` takes `[T, B, ...]` inputs and
