@@ -222,7 +222,7 @@ def test_sequence_length_matches_truncated_sequences():
     xs = ref.random(np.random.default_rng(10), T, B, D)
     lengths = [1, 3, 5]
     out, state = snt.dynamic_unroll(
-        core, xs, core.initial_state(B), sequence_length=tf.constant(lengths)
+        core, xs, core.initial_state(B), sequence_length=tf.constant(lengths, tf.uint8)
     )
     for b, n in enumerate(lengths):
         o, s = snt.dynamic_unroll(core, xs[:n, b : b + 1], core.initial_state(1))

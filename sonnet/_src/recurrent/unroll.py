@@ -73,6 +73,8 @@ def _check_sequence_length(
         raise utils.bad_type(
             "sequence_length", "must be an integer tensor of shape [B]", lengths
         )
+    if lengths.dtype not in (tf.int32, tf.int64):
+        lengths = tf.cast(lengths, tf.int64)
     if lengths.shape.rank not in (1, None):
         raise utils.bad_value(
             "sequence_length", "must have shape [B] (rank 1)", lengths
