@@ -18,6 +18,7 @@ from sonnet._src.batch_apply import BatchApply, merge_leading_dims, split_leadin
 from sonnet._src.batch_norm import BaseBatchNorm, BatchNorm
 from sonnet._src.bias import Bias
 from sonnet._src.build import build
+from sonnet._src.checkpoint_utils import restore_checkpoint
 from sonnet._src.conv import Conv1D, Conv2D, Conv3D
 from sonnet._src.conv_transpose import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
 from sonnet._src.custom_getter import custom_variable_getter
@@ -113,6 +114,7 @@ __all__ = [
     "pad",
     "regularizers",
     "reshape",
+    "restore_checkpoint",
     "scale_gradient",
     "split_leading_dim",
     "static_unroll",
