@@ -49,6 +49,15 @@ def _case(
     )
 
 
+def _base_kwargs() -> dict[str, Any]:
+    return {
+        "create_scale": True,
+        "create_offset": False,
+        "moving_mean": snt.ExponentialMovingAverage(0.5, name="moving_mean"),
+        "moving_variance": snt.ExponentialMovingAverage(0.5, name="moving_variance"),
+    }
+
+
 _BN = {"create_scale": True, "create_offset": True, "decay_rate": 0.9}
 
 CASES = [
@@ -79,19 +88,15 @@ CASES = [
         lambda: _images((2, 3, 2, 4)),
         _train,
     ),
-    _case(
-        "BaseBatchNorm-train",
-        snt.BaseBatchNorm,
-        {
-            "create_scale": True,
-            "create_offset": False,
-            "moving_mean": snt.ExponentialMovingAverage(0.5, name="moving_mean"),
-            "moving_variance": snt.ExponentialMovingAverage(
-                0.5, name="moving_variance"
-            ),
-        },
-        _images,
-        _train,
+    Case(
+        id="BaseBatchNorm-train",
+        cls=snt.BaseBatchNorm,
+        # Fresh metrics per module (not deep copies), so that under a
+        # distribution strategy their variables are created in its scope.
+        factory=lambda: snt.BaseBatchNorm(**_base_kwargs()),
+        inputs=_images,
+        call=_train,
+        ctor_kwargs=_base_kwargs(),
     ),
     _case(
         "LayerNorm",
