@@ -422,12 +422,40 @@ class ConvND(base.Module):
             self.padding_func = None
             self._padding = None
             self._spatial_pads = None
+            self._op_padding = self.conv_padding
         else:
             self.conv_padding = "VALID"
             self.padding_func = padding
             self._padding = self._explicit_padding(padding)
             first_axis = 2 if self._channels_first else 1
             self._spatial_pads = self._padding[first_axis : first_axis + n]
+            self._op_padding = "VALID"
+            self._skip_pad_op()
+
+    def _skip_pad_op(self) -> None:
+        """Drops the explicit `Pad` op where the kernel's own padding is equal.
+
+        No padding at all is a plain VALID convolution; with stride and rate 1,
+        `snt.pad.same`'s `((k - 1) // 2, k // 2)` is exactly what TensorFlow's
+        SAME adds. Either way the graph has one op fewer per call (and its
+        gradient), and no copy of the input is made.
+        """
+        assert self._padding is not None and self._spatial_pads is not None
+        if not any(any(pair) for pair in self._padding):
+            self._padding = None
+            return
+        first_axis = 2 if self._channels_first else 1
+        n = self._num_spatial_dims
+        others = self._padding[:first_axis] + self._padding[first_axis + n :]
+        same = tuple(((k - 1) // 2, k // 2) for k in self._kernel)
+        if (
+            self._spatial_pads == same
+            and not any(any(pair) for pair in others)
+            and all(s == 1 for s in self._strides)
+            and all(r == 1 for r in self._rates)
+        ):
+            self._padding = None
+            self._op_padding = "SAME"
 
     def _explicit_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
         """`tf.pad` paddings for padding function(s), in the input's layout."""
@@ -541,7 +569,7 @@ class ConvND(base.Module):
                     input=x,
                     filter=self.w,
                     strides=self._op_strides,
-                    padding=self.conv_padding,
+                    padding=self._op_padding,
                     data_format=self._op_format,
                     dilations=self._dilations,
                 )
@@ -551,7 +579,7 @@ class ConvND(base.Module):
                     input=tf.raw_ops.ExpandDims(input=x, axis=axis),
                     filter=tf.raw_ops.ExpandDims(input=self.w, axis=0),
                     strides=self._op_strides,
-                    padding=self.conv_padding,
+                    padding=self._op_padding,
                     data_format=self._op_format,
                     dilations=self._dilations,
                 )
@@ -561,7 +589,7 @@ class ConvND(base.Module):
                     input=x,
                     filter=self.w,
                     strides=self._op_strides,
-                    padding=self.conv_padding,
+                    padding=self._op_padding,
                     data_format=self._op_format,
                     dilations=self._dilations,
                 )
@@ -570,7 +598,7 @@ class ConvND(base.Module):
                     x,
                     self.w,
                     strides=self._strides,
-                    padding=cast(Any, self.conv_padding),
+                    padding=cast(Any, self._op_padding),
                     dilations=self._rates,
                     data_format=cast(Any, self._op_format),
                 )
