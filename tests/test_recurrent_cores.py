@@ -429,3 +429,12 @@ def test_abstract_bases():
     assert issubclass(snt.LSTM, snt.RNNCore)
     assert issubclass(snt.UnrolledLSTM, snt.UnrolledRNN)
     assert snt.LSTMState._fields == ("hidden", "cell")
+
+
+def test_zero_input_size():
+    for core in (snt.LSTM(2), snt.GRU(2), snt.VanillaRNN(2)):
+        out, _ = core(tf.zeros([3, 0]), core.initial_state(3))
+        assert out.shape == [3, 2]
+    lstm = snt.UnrolledLSTM(2)
+    out, _ = lstm(tf.zeros([4, 3, 0]), lstm.initial_state(3))
+    assert out.shape == [4, 3, 2]

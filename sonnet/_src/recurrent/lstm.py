@@ -31,7 +31,9 @@ def lstm_weights(
     defaults are truncated normals with `stddev = 1 / sqrt(fan_in)`.
     """
     if w_i_init is None:
-        w_i_init = initializers.TruncatedNormal(stddev=1.0 / math.sqrt(input_size))
+        # An input size of 0 is allowed (the weights are then empty).
+        stddev = 1.0 / math.sqrt(max(input_size, 1))
+        w_i_init = initializers.TruncatedNormal(stddev=stddev)
     if w_h_init is None:
         w_h_init = initializers.TruncatedNormal(stddev=1.0 / math.sqrt(recurrent_size))
     gates = 4 * hidden_size
