@@ -291,7 +291,9 @@ class _Attacks:
 def _leaf_key(x: Any) -> Any:
     if isinstance(x, (tf.Tensor, np.ndarray)):
         value = np.asarray(x)
-        data = value.tolist() if value.dtype == object else value.tobytes()
+        data = (
+            tuple(value.ravel().tolist()) if value.dtype == object else value.tobytes()
+        )
         return (type(x).__name__, str(value.dtype), value.shape, data)
     return repr(x)
 
