@@ -94,8 +94,7 @@ class BaseBatchNorm(base.Module):
       moving_mean: An `snt.Metric`-like object (`initialize(x)`, `update(x)`,
         `value`) that tracks the mean; e.g. `snt.ExponentialMovingAverage`.
       moving_variance: As `moving_mean`, for the variance.
-      eps: Added to the variance for numerical stability. Default 1e-5 (the
-        usual choice, and the smallest value cuDNN's fused kernel allows).
+      eps: Added to the variance for numerical stability. Default 1e-5.
       scale_init: Initializer for `scale`; default `Ones()` (identity).
       offset_init: Initializer for `offset`; default `Zeros()`.
       data_format: Where the channels are: `"channels_last"` (default, also
@@ -209,12 +208,17 @@ class BaseBatchNorm(base.Module):
         if offset is None:
             offset = self.offset
 
-        if isinstance(training, bool) and isinstance(local_stats, bool):
-            if training or local_stats:
-                return self._with_batch_stats(inputs, scale, offset, fused, training)
+        if training is True or local_stats is True:
+            return self._with_batch_stats(inputs, scale, offset, fused, training)
+        if training is False and local_stats is False:
             return self._with_moving_stats(inputs, scale, offset, fused)
-        # A flag is a tensor: choose the branch in the graph.
-        use_batch_stats = tf.logical_or(training, local_stats)
+        # A flag is a tensor (while tracing): choose the branch in the graph.
+        if training is False:
+            use_batch_stats = local_stats
+        elif local_stats is False:
+            use_batch_stats = training
+        else:
+            use_batch_stats = tf.logical_or(training, local_stats)
         return tf.cond(
             use_batch_stats,
             lambda: self._with_batch_stats(inputs, scale, offset, fused, training),
@@ -410,7 +414,7 @@ class BaseBatchNorm(base.Module):
             if self._fused_shape is None
             else tf.reshape(inputs, self._fused_shape)
         )
-        channels = [self._channels]
+        channels = (self._channels,)
         y = tf.raw_ops.FusedBatchNormV3(
             x=x,
             scale=scale,
