@@ -411,3 +411,13 @@ def test_v2_block_checks_rank_before_building():
     with pytest.raises(ValueError, match="`inputs` must have rank 4"):
         block(tf.ones([2, 3]), is_training=True)
     assert block(tf.ones([1, 4, 4, 3]), is_training=True).shape == (1, 4, 4, 8)
+
+
+def test_v1_block_rejects_scale_init():
+    with pytest.raises(ValueError, match="must not set `scale_init` for BottleNeck"):
+        resnet.BottleNeckBlockV1(8, 1, True, {"scale_init": snt.initializers.Ones()})
+    block = resnet.BottleNeckBlockV2(
+        8, 1, True, {"scale_init": snt.initializers.Ones()}
+    )
+    block(tf.ones([1, 4, 4, 3]), is_training=True)
+    np.testing.assert_array_equal(block._bn_2.scale.numpy(), 1.0)
