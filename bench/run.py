@@ -126,7 +126,8 @@ def run_workload(
     rows = [row.name for row in workload.rows]
     order = sorted(samplers, key=lambda k: (rows.index(k[0]), IMPL_ORDER.index(k[1])))
     samplers = {key: samplers[key] for key in order}
-    return harness.interleave(samplers, repeats, number, warmup=workload.warmup)
+    warmup = 0 if args.quick else workload.warmup
+    return harness.interleave(samplers, repeats, number, warmup=warmup)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

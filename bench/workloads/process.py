@@ -111,7 +111,7 @@ WORKLOADS = {
             ),
         ),
         impls=(OURS, RAW, KERAS),
-        repeats=5,
+        repeats=3,
         number=1,
         quick_repeats=1,
         quick_number=1,
