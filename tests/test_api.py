@@ -1,0 +1,73 @@
+"""The public API inventory matches the original Sonnet 2.0.2 (spec section 0)."""
+
+from __future__ import annotations
+
+import sonnet as snt
+
+SNT_ALL = set(
+    """BaseBatchNorm BatchApply BatchNorm Bias Conv1D Conv1DLSTM Conv1DTranspose Conv2D
+    Conv2DLSTM Conv2DTranspose Conv3D Conv3DLSTM Conv3DTranspose DeepRNN Deferred
+    DepthwiseConv2D Dropout Embed ExponentialMovingAverage flatten Flatten GroupNorm
+    InstanceNorm GRU LSTM LSTMState LayerNorm Linear Mean Metric Module Optimizer
+    reshape Reshape RNNCore Sequential Sum TrainableState UnrolledLSTM UnrolledRNN
+    VanillaRNN
+    allow_empty_variables build custom_variable_getter
+    deep_rnn_with_residual_connections
+    deep_rnn_with_skip_connections distribute dynamic_unroll format_variables functional
+    initializers log_variables lstm_with_recurrent_dropout merge_leading_dims
+    no_name_scope nets once leaky_clip_by_value optimizers pad regularizers
+    scale_gradient split_leading_dim static_unroll""".split()
+)
+
+SUBMODULES = {
+    "nets": "MLP Cifar10ConvNet resnet ResNet ResNet50 VectorQuantizer "
+    "VectorQuantizerEMA",
+    "nets.resnet": "BlockGroup BottleNeckBlockV1 BottleNeckBlockV2",
+    "optimizers": "Adam Momentum RMSProp SGD",
+    "initializers": "Constant Identity Initializer Ones Orthogonal RandomNormal "
+    "RandomUniform TruncatedNormal VarianceScaling Zeros",
+    "regularizers": "L1 L2 OffDiagonalOrthogonal Regularizer",
+    "distribute": "create_variables_eagerly Replicator TpuReplicator "
+    "CrossReplicaBatchNorm",
+    "mixed_precision": "disable enable modes scope",
+    "pad": "causal create full reverse_causal same valid",
+    "functional": "variables transform transform_with_state without_state device_get "
+    "device_put grad jit value_and_grad optimizer sgd adam rmsprop momentum",
+}
+
+# Added by this project (issue 8): restore with checks of file, shapes and dtypes.
+ADDITIONS = {"restore_checkpoint"}
+
+
+def _get(path: str):
+    obj = snt
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_top_level_all():
+    assert set(snt.__all__) == SNT_ALL | ADDITIONS
+    assert len(snt.__all__) == len(set(snt.__all__))
+
+
+def test_mixed_precision_is_attribute_but_not_in_all():
+    assert hasattr(snt, "mixed_precision")
+    assert "mixed_precision" not in snt.__all__
+
+
+def test_submodule_all():
+    for path, names in SUBMODULES.items():
+        module = _get(path)
+        assert set(module.__all__) == set(names.split()), path
+        for name in module.__all__:
+            assert hasattr(module, name), f"{path}.{name}"
+
+
+def test_regularizers_all_is_a_list():
+    assert isinstance(snt.regularizers.__all__, list)
+
+
+def test_every_top_level_name_resolves():
+    for name in snt.__all__:
+        assert hasattr(snt, name), name
