@@ -283,6 +283,16 @@ def test_sparse_update_leaves_other_rows_and_their_slots():
         assert not np.array_equal(after.numpy()[1], before[1])
 
 
+@pytest.mark.parametrize("dtype", [tf.uint8, tf.int16, tf.int32, tf.int64])
+@pytest.mark.parametrize("name,cls,hyper,rule", CONFIGS, ids=CONFIG_IDS)
+def test_sparse_indices_of_any_integer_dtype(name, cls, hyper, rule, dtype):
+    w, ref = tf.Variable(tf.ones([3, 2])), tf.Variable(tf.ones([3, 2]))
+    values = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    cls(**hyper).apply([tf.IndexedSlices(values, tf.constant([2, 0], dtype))], [w])
+    cls(**hyper).apply([tf.IndexedSlices(values, tf.constant([2, 0]))], [ref])
+    np.testing.assert_array_equal(w.numpy(), ref.numpy())
+
+
 def test_gradient_of_gather_is_sparse_and_applied():
     emb = tf.Variable(tf.ones([5, 2]))
     with tf.GradientTape() as tape:

@@ -123,14 +123,18 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
     if isinstance(update, tf.IndexedSlices):
         values = _as_tensor(f"{argument}.values", update.values)
         indices = _as_tensor(f"{argument}.indices", update.indices)
-        if values is not update.values or indices is not update.indices:
-            update = tf.IndexedSlices(values, indices, update.dense_shape)
         if values.dtype != parameter.dtype:
             raise _dtype_error(argument, values, parameter)
         if not indices.dtype.is_integer:
             raise utils.bad_type(
                 f"{argument}.indices", "must have an integer dtype", indices
             )
+        if indices.dtype not in (tf.int32, tf.int64):
+            # The gather/scatter kernels take only these; any valid row index
+            # fits in int64 (negative ones are rejected below).
+            indices = tf.cast(indices, tf.int64)
+        if values is not update.values or indices is not update.indices:
+            update = tf.IndexedSlices(values, indices, update.dense_shape)
         if indices.shape.rank not in (None, 1):
             raise utils.bad_value(f"{argument}.indices", "must be 1-D", indices)
         _check_sparse_shapes(index, values, indices, parameter)

@@ -30,6 +30,14 @@ CASES = [
         factory=_crbn,
         inputs=_images,
         call=lambda m, x: m(x, is_training=True),
+        ctor_kwargs={
+            "create_scale": True,
+            "create_offset": True,
+            "moving_mean": snt.ExponentialMovingAverage(0.9, name="moving_mean"),
+            "moving_variance": snt.ExponentialMovingAverage(
+                0.9, name="moving_variance"
+            ),
+        },
     ),
     Case(
         id="CrossReplicaBatchNorm-eval",
