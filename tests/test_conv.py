@@ -715,3 +715,13 @@ def test_bad_inputs(
     bad_input.assert_unchanged(module, before)
     channel_axis = 1 if first else -1
     assert module(x).shape[channel_axis] == 2  # Still usable.
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_zero_input_channels_rejected(data_format):
+    shape = [1, 3, 3, 0] if data_format == "NHWC" else [1, 0, 3, 3]
+    conv = snt.Conv2D(2, 3, data_format=data_format)
+    with pytest.raises(
+        ValueError, match=r"`inputs` must have at least one channel.*Received"
+    ):
+        conv(tf.zeros(shape))

@@ -188,6 +188,12 @@ def check_build_inputs(inputs: tf.Tensor, rank: int, channel_index: int) -> int:
             f"must have a known number of channels (axis {channel_index % rank})",
             _shape_text(shape),
         )
+    if channels == 0:
+        raise utils.bad_value(
+            "inputs",
+            f"must have at least one channel (axis {channel_index % rank})",
+            _shape_text(shape),
+        )
     return channels
 
 
