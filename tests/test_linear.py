@@ -347,3 +347,19 @@ def test_eager_replica_context():
     out = strategy.run(lin, args=(tf.ones([1, 3]),))
     for value in strategy.experimental_local_results(out):
         np.testing.assert_array_equal(value.numpy(), [[3.0, 3.0]])
+
+
+@pytest.mark.parametrize("w_init", [None, snt.initializers.Zeros()])
+def test_create_variables_eagerly_when_tracing_with_a_spec(w_init):
+    # An eager initial value must not be captured into the graph (the
+    # variable could then not be created eagerly, and tracing failed).
+    linear = snt.Linear(200, w_init=w_init)
+    fn = tf.function(snt.distribute.create_variables_eagerly(linear))
+    fn.get_concrete_function(tf.TensorSpec([2, 300]))
+    assert not tf.is_symbolic_tensor(linear.w.read_value())
+    np.testing.assert_allclose(
+        fn(tf.ones([2, 300])).numpy(),
+        np.ones([2, 300]) @ linear.w.numpy(),
+        rtol=1e-4,
+        atol=1e-5,
+    )

@@ -85,7 +85,13 @@ def initial_value(
 ) -> tf.Tensor:
     """`initializer(shape, dtype)` as a tensor; failures name `argument`."""
     try:
-        value = tf.convert_to_tensor(initializer(shape, dtype), dtype=dtype)
+        value = initializer(shape, dtype)
+        # A tensor stays as it is: converting an eager one (e.g. made by
+        # `snt.distribute.create_variables_eagerly`) inside a `tf.function`
+        # would capture it into the graph, and the variable could no longer
+        # be created eagerly.
+        if not (isinstance(value, tf.Tensor) and value.dtype == dtype):
+            value = tf.convert_to_tensor(value, dtype=dtype)
     except OP_ERRORS as e:
         raise utils.bad_type(
             argument,
