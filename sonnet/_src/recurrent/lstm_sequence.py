@@ -37,55 +37,59 @@ def _empty(like: tf.Tensor, size: Any) -> tf.TensorArray:
     return tf.TensorArray(like.dtype, size=size, element_shape=like.shape)
 
 
-def _forward(
-    xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Runs the recurrence; returns hidden, cell and gate sequences and finals."""
-    steps = tf.shape(xw)[0]
-    xw_steps = _array(xw)
-
-    def body(t, h, c, hs, cs, gs):
-        gates = xw_steps.read(t) + tf.matmul(h, w_h)
-        h, c = rnn_base.lstm_update(gates, c)
-        return t + 1, h, c, hs.write(t, h), cs.write(t, c), gs.write(t, gates)
-
-    _, h, c, hs, cs, gs = tf.while_loop(
-        lambda t, *_: t < steps,
-        body,
-        (0, h0, c0, _empty(h0, steps), _empty(c0, steps), _empty(xw[0], steps)),
-        maximum_iterations=steps,
-    )
-    return hs.stack(), cs.stack(), gs.stack(), h, c
-
-
 @tf.custom_gradient
 def _fused(xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor) -> Any:
-    """The recurrence with a hand-written gradient (no projection, no masks)."""
-    hs, cs, gs, h_final, c_final = _forward(xw, h0, c0, w_h)
+    """The recurrence with a hand-written gradient (no projection, no masks).
+
+    The forward loop also records the cells and pre-activation gates, which
+    the backward loop reads step by step.
+    """
+    steps = tf.shape(xw)[0]
+    xw_steps = _array(xw)
+    # Index 0 holds `c0`, index t + 1 the cell after step t.
+    cells = tf.TensorArray(c0.dtype, size=steps + 1, element_shape=c0.shape).write(
+        0, c0
+    )
+
+    def forward(t, h, c, hs, cells, gates_steps):
+        gates = xw_steps.read(t) + tf.matmul(h, w_h)
+        h, c = rnn_base.lstm_update(gates, c)
+        return (
+            t + 1,
+            h,
+            c,
+            hs.write(t, h),
+            cells.write(t + 1, c),
+            gates_steps.write(t, gates),
+        )
+
+    _, h_final, c_final, hs, cells, gates_steps = tf.while_loop(
+        lambda t, *_: t < steps,
+        forward,
+        (0, h0, c0, _empty(h0, steps), cells, _empty(xw[0], steps)),
+        maximum_iterations=steps,
+    )
+    # Dense tensors (not the arrays) are what the gradient captures, so that
+    # a SavedModel can serialise the gradient function too.
+    hs, cells, gates_steps = hs.stack(), cells.stack(), gates_steps.stack()
 
     def grad(d_hs: Any, d_h_final: Any, d_c_final: Any) -> tuple[tf.Tensor, ...]:
         d_hs = tf.zeros_like(hs) if d_hs is None else d_hs
         d_h = tf.zeros_like(h0) if d_h_final is None else d_h_final
         d_c = tf.zeros_like(c0) if d_c_final is None else d_c_final
-        steps = tf.shape(xw)[0]
-        prev_c = tf.concat([c0[None], cs[:-1]], axis=0)
-        d_hs_steps, cs_steps, prev_c_steps, gs_steps = (
-            _array(d_hs),
-            _array(cs),
-            _array(prev_c),
-            _array(gs),
-        )
         w_h_t = tf.transpose(w_h)
 
-        def body(t, d_h, d_c, d_gates_steps):
-            d_h = d_h + d_hs_steps.read(t)
-            i, f, g, o = tf.split(gs_steps.read(t), 4, axis=1)
+        # The backward loop is not differentiated (except for higher-order
+        # gradients), so it can index the sequences directly.
+        def backward(t, d_h, d_c, d_gates_steps):
+            d_h = d_h + d_hs[t]
+            i, f, g, o = tf.split(gates_steps[t], 4, axis=1)
             i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
-            tanh_c = tf.tanh(cs_steps.read(t))
+            tanh_c = tf.tanh(cells[t + 1])
             d_o = d_h * tanh_c * o * (1 - o)
             d_c = d_c + d_h * o * (1 - tanh_c * tanh_c)
             d_i = d_c * g * i * (1 - i)
-            d_f = d_c * prev_c_steps.read(t) * f * (1 - f)
+            d_f = d_c * cells[t] * f * (1 - f)
             d_g = d_c * i * (1 - g * g)
             d_gates = tf.concat([d_i, d_f, d_g, d_o], axis=1)
             return (
@@ -97,15 +101,18 @@ def _fused(xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor) -> Any:
 
         _, d_h0, d_c0, d_gates_steps = tf.while_loop(
             lambda t, *_: t >= 0,
-            body,
+            backward,
             (steps - 1, d_h, d_c, _empty(xw[0], steps)),
             maximum_iterations=steps,
         )
         d_xw = d_gates_steps.stack()
-        prev_h = tf.concat([h0[None], hs[:-1]], axis=0)
-        d_w_h = tf.matmul(
-            tf.reshape(prev_h, [-1, tf.shape(w_h)[0]]),
-            tf.reshape(d_xw, [-1, tf.shape(w_h)[1]]),
+        # dw_h = sum_t h_{t-1}^T @ d_gates_t, with h_{-1} = h0: two products
+        # over leading-dim slices (which share memory) instead of a concat
+        # (the einsum also covers an empty sequence).
+        hidden, gates = tf.shape(w_h)[0], tf.shape(w_h)[1]
+        d_w_h = tf.einsum("bh,tbg->hg", h0, d_xw[:1]) + tf.matmul(
+            tf.reshape(hs[:-1], [-1, hidden]),
+            tf.reshape(d_xw[1:], [-1, gates]),
             transpose_a=True,
         )
         return d_xw, d_h0, d_c0, d_w_h
