@@ -203,6 +203,10 @@ def with_dtype(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         return tf.fill(tf.shape(x), "a")
     if dtype == tf.bool:
         return tf.fill(tf.shape(x), True)
+    if x.dtype == tf.string:
+        return tf.zeros(tf.shape(x), dtype)
+    if x.dtype == tf.bool:
+        x = tf.cast(x, tf.int32)
     if x.dtype.is_complex:
         x = tf.math.real(x)
     if dtype == tf.uint8 and not x.dtype.is_unsigned:
@@ -217,7 +221,13 @@ def with_rank_change(x: tf.Tensor, delta: int, trailing: bool) -> tf.Tensor:
             x = tf.expand_dims(x, -1 if trailing else 0)
         return x
     for _ in range(min(-delta, x.shape.rank or 0)):
-        x = x[..., 0] if trailing else x[0]
+        axis = x.shape.rank - 1 if trailing else 0
+        if x.shape[axis] == 0:
+            shape = x.shape.as_list()
+            del shape[axis]
+            x = tf.zeros(shape, x.dtype)
+        else:
+            x = x[..., 0] if trailing else x[0]
     return x
 
 
@@ -236,7 +246,13 @@ def with_size(x: tf.Tensor, axis: int, size: int) -> tf.Tensor:
 
 
 def with_non_finite(x: tf.Tensor, value: float, everywhere: bool) -> tf.Tensor:
-    """`x` with `value` (NaN or +-Inf) everywhere or in its first element."""
+    """`x` with `value` (NaN or +-Inf) everywhere or in its first element.
+
+    Tensors that cannot hold the value (integers, strings, ...) are returned
+    unchanged.
+    """
+    if not x.dtype.is_floating:
+        return x
     if everywhere:
         return tf.fill(tf.shape(x), tf.constant(value, x.dtype))
     flat = tf.reshape(x, [-1])

@@ -289,12 +289,10 @@ class _Attacks:
 
 
 def _leaf_key(x: Any) -> Any:
-    if isinstance(x, (tf.Tensor, np.ndarray)):
-        value = np.asarray(x)
-        data = (
-            tuple(value.ravel().tolist()) if value.dtype == object else value.tobytes()
-        )
-        return (type(x).__name__, str(value.dtype), value.shape, data)
+    if isinstance(x, tf.Tensor):
+        return ("tensor", tf.io.serialize_tensor(x).numpy())
+    if isinstance(x, np.ndarray):
+        return ("ndarray", tf.io.serialize_tensor(tf.constant(x)).numpy())
     return repr(x)
 
 
