@@ -81,7 +81,15 @@ def split_leading_dim(x: Any, example: Any, num_dims: int) -> Any:
     num_dims = utils.check_positive_int("num_dims", num_dims)
     if not _is_tensor(x) or x.shape.rank == 0:
         return x
-    leading = example.shape[:num_dims]
+    try:
+        example_shape = tf.TensorShape(example.shape)
+    except (AttributeError, TypeError, ValueError) as e:
+        raise utils.bad_type("example", "must be a tensor or array", example) from e
+    if example_shape.rank is not None and example_shape.rank < num_dims:
+        raise utils.bad_value(
+            "example", f"must have at least `num_dims`={num_dims} dimensions", example
+        )
+    leading = example_shape[:num_dims]
     trailing = x.shape[1:]
     try:
         if leading.is_fully_defined() and trailing.is_fully_defined():

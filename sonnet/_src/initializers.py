@@ -84,6 +84,12 @@ def _is_tensor(value: Any) -> TypeGuard[tf.Tensor | tf.Variable]:
 def _check_real(argument: str, value: Any, minimum: float | None = None) -> Any:
     """Accepts a finite real Python/NumPy number (>= `minimum`) or a tensor."""
     if _is_tensor(value):
+        if value.dtype.is_bool or not (
+            value.dtype.is_floating or value.dtype.is_integer
+        ):
+            raise utils.bad_type(argument, "must have a real numeric dtype", value)
+        if value.shape.rank not in (0, None):
+            raise utils.bad_value(argument, "must be a scalar", value)
         return value
     if not _is_real(value):
         raise utils.bad_type(argument, "must be a real number or a tensor", value)
@@ -207,12 +213,14 @@ def _scalar(value: Any, dtype: tf.DType, argument: str) -> Any:
     """`value` as a tensor of `dtype` (a Python number is left to TF ops)."""
     if _is_tensor(value):
         return tf.cast(value, dtype)
-    if dtype.is_integer and not float(value).is_integer():
-        raise utils.bad_value(
-            argument,
-            f"must be a whole number to initialize a {dtype.name} tensor",
-            value,
-        )
+    if dtype.is_integer:
+        if not float(value).is_integer():
+            raise utils.bad_value(
+                argument,
+                f"must be a whole number to initialize a {dtype.name} tensor",
+                value,
+            )
+        value = int(value)
     return tf.constant(value, dtype)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import tabulate
 import tensorflow as tf
 from absl import logging
+
+from sonnet._src import utils
 
 _DTYPE_ABBREVIATIONS = {
     tf.float16: "f16",
@@ -56,6 +59,22 @@ def _sort_key(variable: tf.Variable) -> tuple[str, int, str]:
     return scope, -variable.shape.rank, name
 
 
+def _check_variables(variables: Any) -> list[tf.Variable]:
+    error = utils.bad_type(
+        "variables", "must be an iterable of tf.Variables", variables
+    )
+    if isinstance(variables, (str, bytes, tf.Tensor, tf.Variable)):
+        raise error
+    try:
+        found = list(variables)
+    except TypeError as e:  # Not iterable (e.g. a 0-d array).
+        raise error from e
+    for v in found:
+        if not isinstance(v, tf.Variable):
+            raise utils.bad_type("variables", "must contain only tf.Variables", v)
+    return found
+
+
 def format_variables(variables: Iterable[tf.Variable], tablefmt: str = "orgtbl") -> str:
     """Formats variables as a table: name, dtype and shape, trainable, device.
 
@@ -77,6 +96,9 @@ def format_variables(variables: Iterable[tf.Variable], tablefmt: str = "orgtbl")
     | linear/w   | f32[3,2] | True        | CPU      |
     | linear/b   | f32[2]   | True        | CPU      |
     """
+    variables = _check_variables(variables)
+    if not isinstance(tablefmt, (str, tabulate.TableFormat)):
+        raise utils.bad_type("tablefmt", "must be a tabulate table format", tablefmt)
     rows = [
         (_name(v), _spec(v), str(v.trainable), _device(v))
         for v in sorted(variables, key=_sort_key)

@@ -846,3 +846,45 @@ def test_function_bad_arguments(case: FunctionCase):
             _assert_propagates(result, f"`{attacked}` filled with NaN")
 
     check()
+
+
+# ---------------------------------------------------------------------------
+# Regressions: failures the suites above found, pinned down.
+
+
+def test_split_leading_dim_rejects_bad_example():
+    x = tf.zeros([6, 4])
+    with pytest.raises(TypeError, match="`example` must be a tensor or array"):
+        snt.split_leading_dim(x, None, 2)
+    with pytest.raises(ValueError, match="`example` must have at least `num_dims`=2"):
+        snt.split_leading_dim(x, tf.zeros([6]), 2)
+    assert snt.split_leading_dim(x, np.zeros([2, 3, 1]), 2).shape == (2, 3, 4)
+
+
+@pytest.mark.parametrize("variables", [3, "v", np.array(3), [1.0], None])
+def test_format_variables_rejects_non_variables(variables):
+    with pytest.raises(TypeError, match="`variables` must") as info:
+        snt.format_variables(variables)
+    bad_input.check_error(info.value, ["variables"])
+
+
+def test_format_variables_rejects_bad_tablefmt():
+    with pytest.raises(TypeError, match="`tablefmt` must be a tabulate table format"):
+        snt.format_variables([tf.Variable(1.0)], tablefmt=-1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "cls", [snt.initializers.RandomNormal, snt.initializers.TruncatedNormal]
+)
+def test_initializer_tensor_arguments_must_be_real_scalars(cls):
+    with pytest.raises(ValueError, match="`mean` must be a scalar"):
+        cls(mean=tf.constant([1.0, 2.0]))
+    with pytest.raises(TypeError, match="`stddev` must have a real numeric dtype"):
+        cls(stddev=tf.constant("x"))
+    assert cls(mean=tf.constant(1.0))([2], tf.float32).shape == (2,)
+
+
+def test_random_uniform_whole_float_bounds_for_integer_dtype():
+    values = snt.initializers.RandomUniform(-3.0, 3.0, seed=1)([100], tf.int64)
+    assert values.dtype == tf.int64
+    assert -3 <= int(tf.reduce_min(values)) and int(tf.reduce_max(values)) < 3
