@@ -56,7 +56,8 @@ class Unrolled(snt.Module):
         lengths = None
         if self._with_lengths:
             # Row b is valid for min(b, T) steps (0 for the first row).
-            lengths = tf.minimum(tf.range(batch), tf.shape(x)[0])
+            steps = tf.shape(x)[0] if rank else 1
+            lengths = tf.minimum(tf.range(batch), steps)
         outputs, state = self._unroll(
             self.core, x, self.core.initial_state(batch), sequence_length=lengths
         )
