@@ -38,10 +38,13 @@ FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
 
 # Errors a TF op raises on inputs it cannot handle: eagerly at run time
 # (`InvalidArgumentError`) or while tracing, from shape/dtype inference.
-# oneDNN's CPU kernels report some invalid inputs as `AbortedError`.
+# oneDNN's CPU kernels report some invalid inputs as `AbortedError`; a dtype
+# no kernel supports (e.g. strings into a dilated convolution's
+# `SpaceToBatchND`) gives `NotFoundError`.
 OP_ERRORS = (
     tf.errors.InvalidArgumentError,
     tf.errors.AbortedError,
+    tf.errors.NotFoundError,
     ValueError,
     TypeError,
 )

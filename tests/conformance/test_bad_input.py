@@ -888,3 +888,14 @@ def test_random_uniform_whole_float_bounds_for_integer_dtype():
     values = snt.initializers.RandomUniform(-3.0, 3.0, seed=1)([100], tf.int64)
     assert values.dtype == tf.int64
     assert -3 <= int(tf.reduce_min(values)) and int(tf.reduce_max(values)) < 3
+
+
+def test_dilated_conv_rejects_string_inputs_cleanly():
+    conv = snt.Conv2D(2, 2, rate=2, padding=snt.pad.full, with_bias=False)
+    x = tf.ones([1, 4, 3, 2])
+    conv(x)
+    before = bad_input.snapshot(conv)
+    with pytest.raises((TypeError, ValueError)) as info:
+        conv(tf.fill([1, 4, 3, 2], "a"))
+    bad_input.check_error(info.value, ["inputs"])
+    bad_input.assert_unchanged(conv, before)
