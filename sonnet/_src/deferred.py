@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sonnet._src import base
+from sonnet._src import base, utils
 
 
 class Deferred(base.Module):
@@ -44,6 +44,12 @@ class Deferred(base.Module):
             raise TypeError(
                 "`call_methods` must be a sequence of method names, not a string. "
                 f"Received: {call_methods!r}."
+            )
+        if not isinstance(call_methods, Sequence) or not all(
+            isinstance(m, str) and m.isidentifier() for m in call_methods
+        ):
+            raise utils.bad_type(
+                "call_methods", "must be a sequence of method names", call_methods
             )
         super().__init__(name=name)
         self._constructor = constructor

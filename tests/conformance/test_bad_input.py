@@ -899,3 +899,10 @@ def test_dilated_conv_rejects_string_inputs_cleanly():
         conv(tf.fill([1, 4, 3, 2], "a"))
     bad_input.check_error(info.value, ["inputs"])
     bad_input.assert_unchanged(conv, before)
+
+
+@pytest.mark.parametrize("call_methods", [None, ["x", 1], np.zeros([2]), ("a b",)])
+def test_deferred_rejects_bad_call_methods(call_methods):
+    with pytest.raises(TypeError, match="`call_methods` must be a sequence") as info:
+        snt.Deferred(lambda: snt.Linear(1), call_methods=call_methods)
+    bad_input.check_error(info.value, ["call_methods"])

@@ -8,8 +8,12 @@ import sonnet as snt
 from tests.conformance.registry import Case
 
 
+def _linear() -> snt.Linear:
+    return snt.Linear(3)
+
+
 def _deferred() -> snt.Deferred:
-    return snt.Deferred(lambda: snt.Linear(3))
+    return snt.Deferred(_linear)
 
 
 CASES = [
@@ -17,6 +21,7 @@ CASES = [
         id="Deferred",
         cls=snt.Deferred,
         factory=_deferred,
+        ctor_kwargs={"constructor": _linear},
         inputs=lambda: (tf.reshape(tf.range(8, dtype=tf.float32), [2, 4]),),
     ),
 ]

@@ -13,24 +13,26 @@ def _values() -> tuple[tf.Tensor]:
 
 
 CASES = [
-    Case(id="Sum", cls=snt.Sum, factory=snt.Sum, inputs=_values),
+    Case(id="Sum", cls=snt.Sum, factory=snt.Sum, inputs=_values, ctor_kwargs={}),
     Case(
         id="Sum-int32",
         cls=snt.Sum,
         factory=snt.Sum,
         inputs=lambda: (tf.constant([1, 2, 3]),),
     ),
-    Case(id="Mean", cls=snt.Mean, factory=snt.Mean, inputs=_values),
+    Case(id="Mean", cls=snt.Mean, factory=snt.Mean, inputs=_values, ctor_kwargs={}),
     Case(
         id="ExponentialMovingAverage",
         cls=snt.ExponentialMovingAverage,
         factory=lambda: snt.ExponentialMovingAverage(decay=0.9),
+        ctor_kwargs={"decay": 0.9},
         inputs=_values,
     ),
     Case(
         id="ExponentialMovingAverage-scalar",
         cls=snt.ExponentialMovingAverage,
         factory=lambda: snt.ExponentialMovingAverage(decay=0.5, name="ema"),
+        ctor_kwargs={"decay": 0.5, "name": "ema"},
         inputs=lambda: (tf.constant(3.0),),
     ),
 ]

@@ -160,6 +160,7 @@ CASES = [
         cls=snt.DeepRNN,
         factory=lambda: snt.DeepRNN([snt.LSTM(3), tf.nn.relu, snt.GRU(2)]),
         inputs=lambda: (_x(2, 4), (_lstm_state(2, 3), _x(2, 2))),
+        ctor_kwargs={"layers": [snt.LSTM(3), tf.nn.relu, snt.GRU(2)]},
     ),
     # The factories build the (non-public) base of `snt.DeepRNN`.
     Case(
