@@ -66,6 +66,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--list", action="store_true", help="list the workloads and exit"
     )
+    parser.add_argument(
+        "--table-from",
+        type=Path,
+        metavar="JSON",
+        help="print the tables of a results file written earlier and exit",
+    )
     return parser.parse_args(argv)
 
 
@@ -274,8 +280,33 @@ def _meta(args: argparse.Namespace, remote: RemoteWorker | None) -> dict[str, An
     }
 
 
+def format_report(report: dict[str, Any]) -> str:
+    """Header line(s) and tables of a results report (as written to JSON)."""
+    meta = report["meta"]
+    load = meta["loadavg_start"][0], meta["loadavg_end"][0]
+    lines = [
+        f"sonnet {meta['sonnet_version']}, TF {meta['tensorflow']}, "
+        f"Keras {meta['keras']}, Python {meta['python']}, "
+        f"{meta['cpu_count']} CPUs, device {meta['device']}, "
+        f"load average {load[0]:.1f} -> {load[1]:.1f}"
+        + (" (quick: not a measurement)" if meta["quick"] else "")
+    ]
+    other = meta.get("other")
+    if other:
+        lines.append(
+            f"original: sonnet {other['sonnet_version']} ({other['executable']})"
+        )
+    lines += ["", format_tables(report["rows"], report["targets"])]
+    for name, error in report["errors"].items():
+        lines.append(f"\nworkload {name} failed: {error}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.table_from:
+        print(format_report(json.loads(args.table_from.read_text())))
+        return 0
     _configure(args.device)
     from bench import workloads
 
@@ -325,22 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n")
 
-    print(
-        f"sonnet {meta['sonnet_version']}, TF {meta['tensorflow']}, "
-        f"Keras {meta['keras']}, Python {meta['python']}, "
-        f"{meta['cpu_count']} CPUs, device {args.device}, "
-        f"load average {load_start[0]:.1f} -> {meta['loadavg_end'][0]:.1f}"
-        + (" (quick: not a measurement)" if args.quick else "")
-    )
-    if remote is not None:
-        print(
-            f"original: sonnet {remote.info['sonnet_version']} "
-            f"({remote.info['executable']})"
-        )
-    print()
-    print(format_tables(rows, targets))
-    for name, error in errors.items():
-        print(f"\nworkload {name} failed: {error}")
+    print(format_report(report))
     print(f"\nresults written to {args.json}")
     return 1 if errors else 0
 

@@ -14,6 +14,9 @@ Rows:
   second time without variable creation); Keras creates them while
   constructing the model, so construction is timed for every
   implementation.
+- `resnet50_first_call_eager`: the same with the step wrapped in
+  `snt.distribute.create_variables_eagerly` (initial values computed and
+  variables created outside the graph; Sonnet only, Keras always does so).
 - `resnet50_trace`: trace a fresh `tf.function` of the step when the model
   and its variables exist (one trace).
 - `resnet50_ckpt_save` / `resnet50_ckpt_restore`: `tf.train.Checkpoint`
@@ -89,6 +92,16 @@ def build_trace(impl: str, quick: bool) -> dict[str, Sampler]:
             tf.function(_step(forward, model)).get_concrete_function(spec)
         return clock.both
 
+    def first_call_eager() -> tuple[float, float]:
+        import sonnet as snt
+
+        gc.collect()
+        with Clock() as clock:
+            forward, model = _model(impl, quick)
+            step = snt.distribute.create_variables_eagerly(_step(forward, model))
+            tf.function(step).get_concrete_function(spec)
+        return clock.both
+
     forward, model = _built_model(impl, quick)
 
     def trace() -> tuple[float, float]:
@@ -97,10 +110,13 @@ def build_trace(impl: str, quick: bool) -> dict[str, Sampler]:
             function.get_concrete_function(spec)
         return clock.both
 
-    return {
+    samplers = {
         "resnet50_first_call": self_timed(first_call),
         "resnet50_trace": self_timed(trace),
     }
+    if impl == "sonnet":  # Keras always creates its variables eagerly.
+        samplers["resnet50_first_call_eager"] = self_timed(first_call_eager)
+    return samplers
 
 
 def build_ckpt(impl: str, quick: bool) -> dict[str, Sampler]:
@@ -150,6 +166,12 @@ WORKLOADS = {
                 "(creates the variables), batch 8 of 224x224x3",
             ),
             Row(
+                "resnet50_first_call_eager",
+                "s",
+                "as resnet50_first_call, step wrapped in "
+                "snt.distribute.create_variables_eagerly",
+            ),
+            Row(
                 "resnet50_trace",
                 "s",
                 "ResNet-50 train step: tf.function trace, variables exist",
@@ -165,6 +187,7 @@ WORKLOADS = {
             Target("resnet50_trace", KERAS, 1.0),
             Target("resnet50_trace", "original", 0.5),
             Target("resnet50_first_call", OURS, 2.0, other_row="resnet50_trace"),
+            Target("resnet50_first_call_eager", OURS, 2.0, other_row="resnet50_trace"),
         ),
     ),
     "resnet50_ckpt": Workload(

@@ -1,0 +1,136 @@
+"""The benchmark suite runs and reports a well-formed table and JSON file.
+
+Runs `python -m bench --quick` on the two cheapest workloads in a subprocess,
+with this interpreter standing in for the `--vs` one (its `sonnet` is ours,
+which exercises the worker protocol the original Sonnet would use). Checks
+structure only: no timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ("linear_eager", "mlp_eager_step")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--only",
+            ",".join(WORKLOADS),
+            "--vs",
+            sys.executable,
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout, json.loads(out.read_text())
+
+
+def test_table_lists_every_row_and_implementation(quick_run: tuple[str, dict]) -> None:
+    stdout, _ = quick_run
+    header = next(line for line in stdout.splitlines() if line.startswith("| row |"))
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells == [
+        "row",
+        "unit",
+        "ours",
+        "raw",
+        "keras",
+        "original",
+        "ours/raw",
+        "ours/keras",
+        "ours/original",
+    ]
+    lines = stdout.splitlines()
+    for name in WORKLOADS:
+        line = next(line for line in lines if line.startswith(f"| {name} "))
+        values = [c.strip() for c in line.strip("|").split("|")]
+        assert len(values) == len(cells)
+        assert all(values), line
+        for ratio in values[6:]:
+            assert float(ratio) > 0
+    assert "| linear_eager: ours/raw <= 1.05 |" in stdout
+
+
+def test_json_structure(quick_run: tuple[str, dict]) -> None:
+    _, report = quick_run
+    assert set(report) == {"meta", "rows", "targets", "errors"}
+    assert report["errors"] == {}
+    meta = report["meta"]
+    assert meta["quick"] is True
+    assert meta["device"] == "cpu"
+    # The stand-in "original" is this interpreter's (our) sonnet.
+    assert meta["other"]["sonnet_file"] == meta["sonnet_file"]
+    assert [row["row"] for row in report["rows"]] == list(WORKLOADS)
+    for row in report["rows"]:
+        assert row["unit"] == "us"
+        assert set(row["impls"]) == {"ours", "raw", "keras", "original"}
+        for record in row["impls"].values():
+            assert len(record["samples"]) == len(record["cpu_samples"]) >= 1
+            assert record["median"] > 0
+            assert min(record["samples"]) <= record["median"] <= max(record["samples"])
+        assert set(row["ratios"]) == {"raw", "keras", "original"}
+        ours = row["impls"]["ours"]["median"]
+        for other, ratio in row["ratios"].items():
+            expected = ours / row["impls"][other]["median"]
+            assert ratio["wall"] == pytest.approx(expected)
+    (target,) = report["targets"]
+    assert target["row"] == "linear_eager"
+    assert target["other"] == "raw"
+    assert target["limit"] == 1.05
+    assert target["met"] == (target["ratio"] <= 1.05)
+
+
+def test_table_from_json_reprints_the_tables(
+    quick_run: tuple[str, dict], tmp_path: Path
+) -> None:
+    stdout, report = quick_run
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(report))
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--table-from", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+
+    def tables(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("|")]
+
+    assert tables(completed.stdout) == tables(stdout)
+    assert len(tables(stdout)) == 2 + len(WORKLOADS) + 2 + 1
+
+
+def test_unknown_workload_is_rejected() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "no_such_workload"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode != 0
+    assert "unknown workload(s) no_such_workload" in completed.stderr
