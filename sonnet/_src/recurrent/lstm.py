@@ -52,6 +52,8 @@ def input_projection(
     dynamic = tf.shape(input_sequence)
     steps = static[0] if static[0] is not None else dynamic[0]
     batch = static[1] if static[1] is not None else dynamic[1]
+    if w_i.shape[0] == 0:  # No input features (`-1` below would be ambiguous).
+        return tf.broadcast_to(b, tf.stack([steps, batch, w_i.shape[1]]))
     flat = tf.reshape(input_sequence, [-1, w_i.shape[0]])
     projected = tf.nn.bias_add(tf.matmul(flat, w_i), b)
     return tf.reshape(projected, [steps, batch, w_i.shape[1]])

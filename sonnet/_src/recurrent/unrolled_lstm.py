@@ -110,6 +110,10 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         input_sequence = rnn_base.check_inputs(
             input_sequence, self._dtype, 3, "input_sequence"
         )
+        if input_sequence.shape[0] == 0:
+            raise utils.bad_value(
+                "input_sequence", "must have at least one time step", input_sequence
+            )
         initial_state = rnn_base.check_state(
             initial_state,
             self._state_spec,
