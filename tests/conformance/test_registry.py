@@ -30,15 +30,23 @@ def _public_module_classes() -> set[type]:
     return found
 
 
+def _key(cls: type) -> str:
+    # Compared by qualified name, not identity: a test elsewhere in the same
+    # worker may re-import a module and create fresh class objects.
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def test_every_public_module_is_registered():
-    covered = {case.cls for case in CASES} | set(NOT_REGISTERED)
-    missing = sorted(c.__qualname__ for c in _public_module_classes() - covered)
+    covered = {_key(case.cls) for case in CASES} | {_key(c) for c in NOT_REGISTERED}
+    missing = sorted(
+        c.__qualname__ for c in _public_module_classes() if _key(c) not in covered
+    )
     assert not missing, f"public modules missing from the registry: {missing}"
 
 
 def test_registered_classes_are_public():
-    public = _public_module_classes()
-    private = sorted(c.__qualname__ for c in {c.cls for c in CASES} - public)
+    public = {_key(c) for c in _public_module_classes()}
+    private = sorted(c.cls.__qualname__ for c in CASES if _key(c.cls) not in public)
     assert not private, f"registered classes that are not public: {private}"
 
 
