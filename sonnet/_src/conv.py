@@ -561,6 +561,17 @@ class ConvND(base.Module):
         # on some wrong-rank inputs instead of raising.
         if shape.rank != self._rank:
             raise rank_error(inputs, self._rank)
+        # Also checked first: TF's Conv2D treats a multiple of the channels
+        # the kernel was built for as a grouped convolution (a wrong result).
+        if shape[self._channel_index] not in (None, self.input_channels):
+            raise call_error(
+                inputs,
+                None,
+                rank=self._rank,
+                channel_index=self._channel_index,
+                input_channels=self.input_channels,
+                dtype=self.w.dtype,
+            )
         if self._minimums:
             inputs = check_spatial_sizes(inputs, self._minimums)
         dims = shape.as_list()
