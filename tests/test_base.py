@@ -579,3 +579,44 @@ def test_build_returns_output_specs_and_creates_variables():
         tf.TensorSpec([2], tf.int32),
         None,
     )
+
+
+class ConstantAndRandom(snt.Module):
+    def __init__(self, device: str | None = None):
+        super().__init__()
+        self._device = device
+
+    @snt.once
+    def _initialize(self, x):
+        with tf.device(self._device):
+            self.zeros = tf.Variable(tf.zeros([3]), name="zeros")
+            self.random = tf.Variable(tf.random.normal([3]), name="random")
+
+    def __call__(self, x):
+        self._initialize(x)
+        return x + self.zeros + self.random
+
+
+@pytest.mark.parametrize(
+    "device, expected",
+    [
+        (None, {"zeros": True, "random": False}),
+        ("CPU:0", {"zeros": False, "random": False}),
+    ],
+)
+def test_once_creates_constant_variables_eagerly_while_tracing(device, expected):
+    # Where `once` passes a constant initial value down the creator stack.
+    eagerly = {}
+
+    def spy(next_creator, **kwargs):
+        eagerly[kwargs["name"]] = tf.executing_eagerly()
+        return next_creator(**kwargs)
+
+    module = ConstantAndRandom(device)
+    with tf.variable_creator_scope(spy):
+        fn = tf.function(module)
+        out = fn(tf.ones([3]))
+    assert eagerly == expected
+    assert module.zeros.name == "constant_and_random/zeros:0"
+    np.testing.assert_array_equal(module.zeros.numpy(), np.zeros([3]))
+    np.testing.assert_allclose(out.numpy(), 1 + module.random.numpy())
