@@ -298,6 +298,7 @@ class _Attacks:
     def __init__(self, case: Case, inputs: tuple[Any, ...]):
         self.inputs = inputs
         self.time_major = _time_major(case, inputs)
+        self._single: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         flat = tf.nest.flatten(inputs)
         leaves = [(i, flat[i].shape.rank or 0) for i in _tensor_indices(inputs)]
         float_leaves = [i for i, _ in leaves if bad_input.is_float_tensor(flat[i])]
@@ -319,8 +320,13 @@ class _Attacks:
             bad = list(self.inputs)
             bad[self.state_index] = self.state_variants[attack[1]][1]
             return tuple(bad)
-        inputs = self.inputs
-        for leaf_attack in attack[1]:
+        first, *rest = attack[1]
+        inputs = self._single.get(first)
+        if inputs is None:
+            # Singles recur (alone and as first steps): computed once.
+            inputs = tuple(_apply_leaf_attack(first, self.inputs, self.time_major))
+            self._single[first] = inputs
+        for leaf_attack in rest:
             inputs = tuple(_apply_leaf_attack(leaf_attack, inputs, self.time_major))
         return inputs
 
