@@ -11,11 +11,12 @@ Suites, each run over every registered case (`registry.py`):
   inputs; hypothesis then feeds it variants of those inputs: one tensor with
   the wrong rank, the wrong dtype, a changed size, a zero-size dimension, NaN
   or Inf values, a NumPy array instead of a tensor; a whole batch of zero
-  examples; and, for RNN cores, mismatched `prev_state` / `initial_state`
-  structures (wrong nesting, wrong batch, wrong sizes). On success: an empty
-  batch gives an empty result of the right shape and never poisons variables
-  with NaN; all-NaN inputs propagate to the outputs. On failure: variables are
-  unchanged and a valid call still gives the reference result.
+  examples; two of these in a row; and, for RNN cores, mismatched
+  `prev_state` / `initial_state` structures (wrong nesting, wrong batch,
+  wrong sizes). On success: an empty batch gives an empty result of the right
+  shape and never poisons variables with NaN; all-NaN inputs propagate to the
+  outputs. On failure: variables are unchanged and a valid call still gives
+  the reference result.
 * `test_bad_inputs_on_first_call`: the same variants on fresh modules (so
   build-time checks run); a failed first call must not leave a half-built
   module behind.
@@ -25,9 +26,11 @@ Suites, each run over every registered case (`registry.py`):
 * `test_function_bad_arguments`: the same for the plain functions (reshape,
   unrolls, padding, initializers, regularizers, ...) from `FUNCTIONS`.
 
-The number of examples per case is `SNT_FUZZ_EXAMPLES` (default 200). Each test
-builds its module once and reuses the input tensors, so an example costs one
-module call.
+The number of examples per case is `SNT_FUZZ_EXAMPLES` (default 200; set it
+higher locally to search further). Examples are cheap: each test builds its
+module once, attacks are drawn by index from flat lists, each distinct bad
+input is called once, and variables are read with one `tf.function` call.
+Documented exceptions to the contract: `_NAN_MAY_VANISH` and `_PARTIAL_BUILD`.
 """
 
 from __future__ import annotations
