@@ -11,55 +11,11 @@ This module collects them; the suites in `test_conformance.py` run over them.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import pkgutil
-from collections.abc import Callable
-from typing import Any
 
 from tests.conformance import entries as _entries_pkg
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """How to build and call one module for the conformance suites.
-
-    Attributes:
-      id: Unique test id, e.g. "Linear" or "Conv2D-NCHW".
-      cls: The public class this case covers.
-      factory: Builds a fresh, unbuilt module.
-      inputs: Returns the example positional arguments: a tuple whose leaves
-        are tensors (nests allowed). Python constants belong in `call`.
-      call: `call(module, *inputs)` runs the module; default `module(*inputs)`.
-      deterministic: False when outputs are random (e.g. dropout in training):
-        suites then compare only structure, shapes and dtypes.
-      xla: False when the call uses ops XLA cannot compile.
-      saved_model: False when the module cannot be exported (say why in a
-        comment at the case).
-      distribute: False when the module cannot run under MirroredStrategy.
-      tolerance: absolute/relative tolerance for output comparisons.
-      ctor_kwargs: Valid keyword arguments such that `cls(**ctor_kwargs)`
-        builds the same module as `factory` (checked by comparing reprs). The
-        constructor fuzz replaces one of them at a time with junk. None when
-        the factory does more than call `cls` (wrappers, factories).
-    """
-
-    id: str
-    cls: type
-    factory: Callable[[], Any]
-    inputs: Callable[[], tuple[Any, ...]]
-    call: Callable[..., Any] | None = None
-    deterministic: bool = True
-    xla: bool = True
-    saved_model: bool = True
-    distribute: bool = True
-    tolerance: float = 1e-5
-    ctor_kwargs: dict[str, Any] | None = None
-
-    def run(self, module: Any, *inputs: Any) -> Any:
-        if self.call is None:
-            return module(*inputs)
-        return self.call(module, *inputs)
+from tests.conformance.case import Case
 
 
 def _load() -> tuple[list[Case], dict[type, str]]:
@@ -69,6 +25,9 @@ def _load() -> tuple[list[Case], dict[type, str]]:
         pkgutil.iter_modules(_entries_pkg.__path__), key=lambda i: i.name
     ):
         mod = importlib.import_module(f"{_entries_pkg.__name__}.{info.name}")
+        assert hasattr(mod, "CASES") or hasattr(mod, "NOT_REGISTERED"), (
+            f"{mod.__name__} defines neither CASES nor NOT_REGISTERED (half-loaded?)"
+        )
         cases.extend(getattr(mod, "CASES", []))
         not_registered.update(getattr(mod, "NOT_REGISTERED", {}))
     ids = [c.id for c in cases]
@@ -76,5 +35,7 @@ def _load() -> tuple[list[Case], dict[type, str]]:
     assert not duplicates, f"duplicate case ids: {sorted(duplicates)}"
     return cases, not_registered
 
+
+__all__ = ["CASES", "NOT_REGISTERED", "Case"]
 
 CASES, NOT_REGISTERED = _load()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 import sonnet as snt
-from tests.conformance.registry import Case
+from tests.conformance.case import Case
 
 
 def _x(*shape: int) -> tuple[tf.Tensor]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 import sonnet as snt
-from tests.conformance.registry import Case
+from tests.conformance.case import Case
 
 
 def _images(shape: tuple[int, ...] = (4, 3, 3, 2)) -> tuple[tf.Tensor]:

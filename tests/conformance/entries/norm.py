@@ -9,7 +9,7 @@ from typing import Any
 import tensorflow as tf
 
 import sonnet as snt
-from tests.conformance.registry import Case
+from tests.conformance.case import Case
 
 
 def _images(shape: tuple[int, ...] = (4, 3, 3, 2)) -> tuple[tf.Tensor]:

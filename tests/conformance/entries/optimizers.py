@@ -19,7 +19,7 @@ from typing import Any
 import tensorflow as tf
 
 import sonnet as snt
-from tests.conformance.registry import Case
+from tests.conformance.case import Case
 
 
 def _with_params(make: Callable[[], snt.Optimizer]) -> Callable[[], snt.Optimizer]:

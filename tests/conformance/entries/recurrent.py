@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 import sonnet as snt
-from tests.conformance.registry import Case
+from tests.conformance.case import Case
 
 
 def _x(*shape: int) -> tf.Tensor:

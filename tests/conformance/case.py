@@ -1,0 +1,53 @@
+"""`Case`: how the conformance suites build and call one module.
+
+Kept apart from `registry` so that importing an entries file on its own (as
+pytest's doctest collection does) never re-enters a half-loaded registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """How to build and call one module for the conformance suites.
+
+    Attributes:
+      id: Unique test id, e.g. "Linear" or "Conv2D-NCHW".
+      cls: The public class this case covers.
+      factory: Builds a fresh, unbuilt module.
+      inputs: Returns the example positional arguments: a tuple whose leaves
+        are tensors (nests allowed). Python constants belong in `call`.
+      call: `call(module, *inputs)` runs the module; default `module(*inputs)`.
+      deterministic: False when outputs are random (e.g. dropout in training):
+        suites then compare only structure, shapes and dtypes.
+      xla: False when the call uses ops XLA cannot compile.
+      saved_model: False when the module cannot be exported (say why in a
+        comment at the case).
+      distribute: False when the module cannot run under MirroredStrategy.
+      tolerance: absolute/relative tolerance for output comparisons.
+      ctor_kwargs: Valid keyword arguments such that `cls(**ctor_kwargs)`
+        builds the same module as `factory` (checked by comparing reprs). The
+        constructor fuzz replaces one of them at a time with junk. None when
+        the factory does more than call `cls` (wrappers, factories).
+    """
+
+    id: str
+    cls: type
+    factory: Callable[[], Any]
+    inputs: Callable[[], tuple[Any, ...]]
+    call: Callable[..., Any] | None = None
+    deterministic: bool = True
+    xla: bool = True
+    saved_model: bool = True
+    distribute: bool = True
+    tolerance: float = 1e-5
+    ctor_kwargs: dict[str, Any] | None = None
+
+    def run(self, module: Any, *inputs: Any) -> Any:
+        if self.call is None:
+            return module(*inputs)
+        return self.call(module, *inputs)
