@@ -142,6 +142,82 @@ def test_in_tf_function_creates_variables_on_first_trace():
     assert len(ema.variables) == 3
 
 
+def _graph_op_types(function, *args) -> set[str]:
+    graph = function.get_concrete_function(*args).graph
+    return {op.type for op in graph.get_operations()}
+
+
+@pytest.mark.parametrize(
+    "decay",
+    [0.9, tf.constant(0.75), tf.Variable(0.6)],
+    ids=["float", "tensor", "variable"],
+)
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_update_in_tf_function_is_one_call_and_bit_identical_to_eager(decay, dtype):
+    rng = np.random.default_rng(3)
+    values = [tf.constant(rng.normal(size=[4]), dtype) for _ in range(5)]
+    eager = snt.ExponentialMovingAverage(decay)
+    traced = snt.ExponentialMovingAverage(decay)
+    step = tf.function(traced.update)
+    for value in values:
+        eager.update(value)
+        step(value)
+        for a, b in zip(eager.variables, traced.variables, strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # Inside a function the update is a single call, not a dozen ops.
+    op_types = _graph_op_types(tf.function(traced.update), values[0])
+    assert "StatefulPartitionedCall" in op_types
+    assert not op_types & {"Pow", "AssignSubVariableOp", "AssignAddVariableOp"}
+
+
+def test_update_with_a_variable_value_in_tf_function():
+    value = tf.Variable([2.0, 4.0])
+    ema = snt.ExponentialMovingAverage(0.5)
+    tf.function(ema.update)(value)
+    np.testing.assert_array_equal(ema.value, [2.0, 4.0])
+
+
+def test_functions_outlive_the_averages_they_were_first_traced_with():
+    # The shared update function must not hold on to (or require) the
+    # variables of the first moving average it was traced with.
+    for _ in range(3):
+        ema = snt.ExponentialMovingAverage(0.5)
+        step = tf.function(ema)
+        step(tf.constant([1.0, 2.0]))
+        np.testing.assert_allclose(step(tf.constant([3.0, 4.0])), [7 / 3, 10 / 3], 1e-6)
+        del ema, step
+
+
+def test_update_in_tf_function_under_a_strategy_uses_plain_ops():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        ema = snt.ExponentialMovingAverage(0.5)
+        ema.initialize(tf.zeros([2]))
+    step = tf.function(lambda v: strategy.run(ema.update, (v,)))
+    step(tf.constant([2.0, 4.0]))
+    step(tf.constant([4.0, 8.0]))
+    np.testing.assert_allclose(ema.value, [10 / 3, 20 / 3])
+
+
+def test_update_in_tf_function_with_custom_getter_uses_plain_ops():
+    ema = snt.ExponentialMovingAverage(0.5)
+    ema.initialize(tf.zeros([2]))
+    seen = []
+
+    def getter(v):
+        seen.append(v.name)
+        return v
+
+    @tf.function
+    def step(v):
+        with snt.custom_variable_getter(getter):
+            ema.update(v)
+
+    step(tf.constant([2.0, 4.0]))
+    assert seen
+    np.testing.assert_array_equal(ema.value, [2.0, 4.0])
+
+
 @pytest.mark.parametrize(
     "decay, error",
     [
