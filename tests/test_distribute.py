@@ -562,23 +562,32 @@ def test_create_variables_eagerly_gives_the_same_results():
     assert [v.name for v in lin_a.variables] == [v.name for v in lin_b.variables]
 
 
-def test_create_variables_eagerly_runs_initializers_eagerly_and_restores_them():
+def test_create_variables_eagerly_runs_initializers_eagerly_under_a_strategy():
     seen = []
-    original = snt.initializers.TruncatedNormal.__call__
 
     class Spy(snt.initializers.Zeros):
         def __call__(self, shape, dtype):
             seen.append(tf.executing_eagerly())
             return super().__call__(shape, dtype)
 
-    lin = snt.Linear(2, b_init=Spy())
-    tf.function(snt.distribute.create_variables_eagerly(lin))(tf.ones([1, 2]))
+    strategy = snt.distribute.Replicator(_devices(2))
+    with strategy.scope():
+        lin = snt.Linear(2, b_init=Spy())
+    step = tf.function(snt.distribute.create_variables_eagerly(lin))
+    strategy.run(step, (tf.ones([1, 2]),))
     assert seen == [True]
-    assert snt.initializers.TruncatedNormal.__call__ is original
-    assert not hasattr(Spy.__call__, "__snt_eager_call__")
+    # Without the wrapper, under a strategy, the initializer runs in the graph
+    # (Sonnet only computes initial values eagerly by itself outside one).
     seen.clear()
-    tf.function(snt.Linear(2, b_init=Spy()))(tf.ones([1, 2]))
+    with strategy.scope():
+        lin = snt.Linear(2, b_init=Spy())
+    strategy.run(tf.function(lin), (tf.ones([1, 2]),))
     assert seen == [False]
+    # After the wrapper returns, initializers run where they are called.
+    seen.clear()
+    Spy()([2], tf.float32)
+    tf.function(lambda: Spy()([2], tf.float32))()
+    assert seen == [True, False]
 
 
 def test_create_variables_eagerly_keeps_input_dependent_initial_values():

@@ -230,6 +230,10 @@ def test_recurrent_dropout_masks_constant_over_time():
 
 
 def test_recurrent_dropout_inside_tf_function():
+    # A global seed makes the test independent of earlier tests. With one,
+    # TensorFlow's first two calls of a function that created variables give
+    # the same random values (also without Sonnet); later calls differ.
+    tf.random.set_seed(1)
     train, _ = snt.lstm_with_recurrent_dropout(64, dropout=0.5)
 
     @tf.function
@@ -241,13 +245,14 @@ def test_recurrent_dropout_inside_tf_function():
     def other(x):
         return train(x, train.initial_state(4))
 
-    (out, (_, masks)), first = step(tf.ones([4, 3]))
+    (out, (_, masks)), _ = step(tf.ones([4, 3]))
     _, second = step(tf.ones([4, 3]))
     other(tf.ones([4, 3]))
     eager_state = train.initial_state(4)
     train(tf.ones([4, 3]), eager_state)
+    _, third = step(tf.ones([4, 3]))
     # Fresh masks on every call (nothing cached from an earlier trace).
-    assert not np.array_equal(first, second)
+    assert not np.array_equal(second, third)
     assert out.shape == [4, 64]
 
 

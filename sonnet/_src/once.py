@@ -10,6 +10,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from sonnet._src import eager_init
+
 ONCE_ATTRIBUTE = "__snt_once_wrapped__"
 _RECORD = "_snt_once"
 
@@ -22,40 +24,11 @@ def _no_return_value(result: Any) -> None:
         )
 
 
-def _constant_variables_eagerly(
-    next_creator: Callable[..., tf.Variable], **kwargs: Any
-) -> tf.Variable:
-    """Variable creator: a constant initial value is created outside the graph.
-
-    A variable created while a `tf.function` is traced gets its initializer
-    guarded by a conditional in the graph, which is costly to build (most of
-    the first trace of a ResNet-50 step, whose batch norms create hundreds of
-    zero-initialised variables). A variable whose initial value is a constant
-    (zeros, ones, ...) needs no guard, so it is created eagerly, with the same
-    name and value. Not done under a distribution strategy or an explicit
-    device scope (placement must not change) or when the outermost context
-    is a graph.
-    """
-    value = kwargs.get("initial_value")
-    if (
-        value is not None
-        and tf.is_symbolic_tensor(value)
-        and not value.device
-        and not tf.distribute.has_strategy()
-    ):
-        constant = tf.get_static_value(value)
-        if constant is not None:
-            with tf.init_scope():
-                if tf.executing_eagerly():
-                    kwargs["initial_value"] = tf.constant(constant, value.dtype)
-                    return next_creator(**kwargs)
-    return next_creator(**kwargs)
-
-
 def _run(f: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Runs `f` (see `_constant_variables_eagerly` for variables in traces)."""
+    """Runs `f`; inside a trace its variables are created eagerly where
+    possible (see `eager_init`)."""
     if tf.inside_function():
-        with tf.variable_creator_scope(_constant_variables_eagerly):
+        with eager_init.variables_created_eagerly():
             _no_return_value(f(*args, **kwargs))
     else:
         _no_return_value(f(*args, **kwargs))
@@ -112,9 +85,11 @@ def once(f: Callable[..., Any]) -> Any:
 
     If `f` raises, it has not run: the next call tries again. `f` must return
     None. Typical use is lazily creating variables from the first input; when
-    that happens while a `tf.function` is traced, variables with a constant
-    initial value (zeros, ones, ...) are created eagerly, which makes the
-    first trace cheaper and changes nothing else.
+    that happens while a `tf.function` is traced, variables whose initial
+    value does not depend on the graph (Sonnet initializers, constants) are
+    created eagerly, which makes the first call much cheaper (TensorFlow
+    then traces once instead of twice) and changes nothing else. Not under a
+    distribution strategy or a device scope.
 
     Args:
       f: A function, a method defined in a class body, a bound method or a

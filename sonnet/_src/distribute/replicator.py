@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import initializers
+from sonnet._src import eager_init
 
 T = TypeVar("T")
 
@@ -207,54 +207,6 @@ def eager_variable_creator(
     return next_creator(**kwargs)
 
 
-def _initializer_classes() -> list[type]:
-    """Every subclass of `snt.initializers.Initializer` defining `__call__`."""
-    found: list[type] = []
-    pending = list(initializers.Initializer.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if "__call__" in cls.__dict__ and cls not in found:
-            found.append(cls)
-    return found
-
-
-def _eager_call(call: Callable[..., tf.Tensor]) -> Callable[..., tf.Tensor]:
-    @functools.wraps(call)
-    def wrapper(self: Any, shape: Any, dtype: Any) -> tf.Tensor:
-        if tf.executing_eagerly():
-            return call(self, shape, dtype)
-        try:
-            with tf.init_scope():
-                return call(self, shape, dtype)
-        except (TypeError, ValueError, tf.errors.OpError):
-            # E.g. a shape computed from a graph tensor: stay in the graph.
-            return call(self, shape, dtype)
-
-    wrapper.__snt_eager_call__ = call  # type: ignore[attr-defined]
-    return wrapper
-
-
-# Patching classes is process-wide; serialize the patch/unpatch windows.
-_PATCH_LOCK = threading.RLock()
-
-
-@contextlib.contextmanager
-def _eager_initializers() -> Iterator[None]:
-    with _PATCH_LOCK:
-        patched = []
-        try:
-            for cls in _initializer_classes():
-                call = cls.__dict__["__call__"]
-                if getattr(call, "__snt_eager_call__", None) is None:
-                    cls.__call__ = _eager_call(call)  # type: ignore[method-assign]
-                    patched.append((cls, call))
-            yield
-        finally:
-            for cls, call in patched:
-                cls.__call__ = call  # type: ignore[method-assign]
-
-
 def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
     """Wraps `f` so that variables it creates get their initial values eagerly.
 
@@ -265,9 +217,6 @@ def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
     variable whose initial value is a constant of the graph is created
     eagerly from that constant. Initial values that depend on the function's
     inputs are left alone. Results are the same as without the wrapper.
-
-    Initializer classes are patched process-wide while `f` runs; do not rely
-    on initializers behaving differently in another thread at that time.
 
     Args:
       f: Any callable, typically a step function run under `tf.function`.
@@ -286,7 +235,10 @@ def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        with _eager_initializers(), tf.variable_creator_scope(eager_variable_creator):
+        with (
+            eager_init.initializers_run_eagerly(),
+            tf.variable_creator_scope(eager_variable_creator),
+        ):
             return f(*args, **kwargs)
 
     return wrapper

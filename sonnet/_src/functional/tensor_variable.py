@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import eager_init, utils
 
 _NO_VALUE = """TensorVariable {name!r} has no value in this context.
 
@@ -460,7 +460,7 @@ def variables() -> contextlib.AbstractContextManager[Any]:
     real variables; `trainable` defaults to True.
 
     Returns:
-      A context manager (a `tf.variable_creator_scope`).
+      A context manager.
 
     >>> with snt.functional.variables():
     ...   with tf.name_scope("foo"):
@@ -468,4 +468,12 @@ def variables() -> contextlib.AbstractContextManager[Any]:
     >>> v.name, float(v + 1)
     ('foo/bar:0', 2.0)
     """
-    return tf.variable_creator_scope(_create)
+    return _variables()
+
+
+@contextlib.contextmanager
+def _variables() -> Iterator[None]:
+    # Initial values stay in the graph being traced (`jit(init)` gives new
+    # random values on every call), so modules must not compute them eagerly.
+    with eager_init.disabled(), tf.variable_creator_scope(_create):
+        yield

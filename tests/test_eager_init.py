@@ -1,0 +1,167 @@
+"""Variables created by modules while a `tf.function` is traced."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+import sonnet as snt
+
+
+class _Spy(snt.initializers.Initializer):
+    """Ones, recording whether each call ran eagerly."""
+
+    def __init__(self) -> None:
+        self.eagerly: list[bool] = []
+
+    def __call__(self, shape, dtype):
+        self.eagerly.append(tf.executing_eagerly())
+        return tf.ones(shape, dtype)
+
+
+class TwoLayers(snt.Module):
+    def __init__(self, w_init: snt.initializers.Initializer):
+        super().__init__()
+        self.linear = snt.Linear(3, w_init=w_init)
+        self.norm = snt.BatchNorm(True, True)
+        self.out = snt.Linear(2, w_init=snt.initializers.Constant(0.5))
+
+    def __call__(self, x):
+        return self.out(self.norm(self.linear(x), is_training=True))
+
+
+def test_first_call_traces_once_with_eager_initial_values():
+    w_init = _Spy()
+    net = TwoLayers(w_init)
+    step = tf.function(net)
+    x = tf.reshape(tf.range(8, dtype=tf.float32), [2, 4])
+    step(x)
+    # No variable needed a conditional initializer in the graph, so
+    # TensorFlow did not trace a second time.
+    assert step.experimental_get_tracing_count() == 1
+    assert w_init.eagerly == [True]
+    names = [v.name for v in net.variables]
+    assert "two_layers/linear/w:0" in names
+    assert "two_layers/batch_norm/moving_mean/hidden:0" in names
+    # Same maths (and state updates) as the module run eagerly.
+    eager = TwoLayers(_Spy())
+    eager(x)
+    for _ in range(2):
+        np.testing.assert_allclose(step(x), eager(x), rtol=1e-6)
+    for a, b in zip(eager.variables, net.variables, strict=True):
+        assert a.name == b.name
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+
+
+def test_input_dependent_initial_values_stay_in_the_graph():
+    class FromInput(snt.Module):
+        @snt.once
+        def _initialize(self, x):
+            self.v = tf.Variable(x * 2, name="v")
+
+        def __call__(self, x):
+            self._initialize(x)
+            return self.v + x
+
+    module = FromInput()
+    step = tf.function(module)
+    np.testing.assert_array_equal(step(tf.constant([1.0, 2.0])), [3.0, 6.0])
+    assert step.experimental_get_tracing_count() == 2  # TensorFlow's usual way.
+
+
+def test_initializer_with_a_graph_shape_falls_back_to_the_graph():
+    w_init = _Spy()
+
+    class DynamicShape(snt.Module):
+        @snt.once
+        def _initialize(self, x):
+            self.v = tf.Variable(w_init(tf.shape(x), tf.float32), shape=[None])
+
+        def __call__(self, x):
+            self._initialize(x)
+            return self.v
+
+    module = DynamicShape()
+    out = tf.function(module)(tf.zeros([3]))
+    np.testing.assert_array_equal(out, [1.0, 1.0, 1.0])
+    assert w_init.eagerly[-1] is False
+
+
+def test_device_scope_keeps_variables_in_the_graph():
+    w_init = _Spy()
+    seen = {}
+
+    def spy(next_creator, **kwargs):
+        seen[kwargs["name"]] = tf.executing_eagerly()
+        return next_creator(**kwargs)
+
+    lin = snt.Linear(2, w_init=w_init)
+
+    @tf.function
+    def step(x):
+        with tf.device("CPU:0"):
+            return lin(x)
+
+    with tf.variable_creator_scope(spy):
+        step(tf.ones([1, 3]))
+    assert seen == {"w": False, "b": False}
+
+
+def test_user_creator_scopes_still_see_every_variable():
+    seen = []
+
+    def spy(next_creator, **kwargs):
+        seen.append(kwargs["name"])
+        return next_creator(**kwargs)
+
+    lin = snt.Linear(2)
+    with tf.variable_creator_scope(spy):
+        tf.function(lin)(tf.ones([1, 3]))
+    assert sorted(seen) == ["b", "w"]
+
+
+def test_module_first_built_in_a_later_trace():
+    first, second = snt.Linear(2), snt.Linear(2)
+
+    @tf.function
+    def step(x):
+        out = first(x)
+        if x.shape[0] == 2:  # Only seen by the second trace.
+            out += second(x)
+        return out
+
+    step(tf.ones([1, 3]))
+    out = step(tf.ones([2, 3]))
+    expected = first(tf.ones([2, 3])) + second(tf.ones([2, 3]))
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_restore_on_create_inside_the_first_trace(tmp_path):
+    source = snt.Linear(2)
+    source(tf.ones([1, 3]))
+    path = tf.train.Checkpoint(model=source).write(str(tmp_path / "ckpt"))
+    target = snt.Linear(2)
+    tf.train.Checkpoint(model=target).read(path).assert_existing_objects_matched()
+    out = tf.function(target)(tf.ones([1, 3]))
+    np.testing.assert_array_equal(target.w.numpy(), source.w.numpy())
+    np.testing.assert_allclose(out, source(tf.ones([1, 3])))
+
+
+def test_seeded_initial_values_are_reproducible():
+    def build() -> np.ndarray:
+        tf.random.set_seed(7)
+        lin = snt.Linear(3)
+        tf.function(lin)(tf.ones([1, 4]))
+        return lin.w.numpy()
+
+    np.testing.assert_array_equal(build(), build())
+
+
+def test_functional_jit_init_keeps_fresh_values_per_call():
+    # Its initial values stay in the traced graph (not computed once, eagerly).
+    f = snt.functional.transform(snt.Linear(3))
+    init = snt.functional.jit(f.init)
+    x = tf.ones([1, 4])
+    a, b = (sorted(init(x).values(), key=lambda v: v.shape.rank) for _ in "ab")
+    assert a[1].shape == [4, 3]
+    assert not np.array_equal(a[1], b[1])
