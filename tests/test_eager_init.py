@@ -165,3 +165,10 @@ def test_functional_jit_init_keeps_fresh_values_per_call():
     a, b = (sorted(init(x).values(), key=lambda v: v.shape.rank) for _ in "ab")
     assert a[1].shape == [4, 3]
     assert not np.array_equal(a[1], b[1])
+
+
+def test_create_variables_eagerly_also_traces_once():
+    lin = snt.Linear(2)
+    step = tf.function(snt.distribute.create_variables_eagerly(lin))
+    step(tf.ones([1, 3]))
+    assert step.experimental_get_tracing_count() == 1

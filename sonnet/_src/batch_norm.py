@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, moving_averages, utils
+from sonnet._src import base, initializers, metrics, moving_averages, utils
 from sonnet._src.once import once
 
 # Inputs the fused kernel accepts (`FusedBatchNormV3` has T in {half, bfloat16,
@@ -250,11 +250,15 @@ class BaseBatchNorm(base.Module):
         self._axis = tuple(i for i in range(rank) if i != channel_axis)
         channels_last = channel_axis == rank - 1
 
-        mean, variance = tf.nn.moments(inputs, self._axis, keepdims=True)
-        self.moving_mean.initialize(mean)
-        self.moving_variance.initialize(variance)
-        self.shape = mean.shape
-        self._stats_shape = tuple(mean.shape.as_list())
+        # The statistics' shape: the input's with every axis but the channels
+        # reduced to 1. The moving statistics only take shape and dtype from
+        # the value they are initialized with.
+        stats_shape = [channels if i == channel_axis else 1 for i in range(rank)]
+        zeros = metrics.zeros_like(tf.TensorSpec(stats_shape, inputs.dtype))
+        self.moving_mean.initialize(zeros)
+        self.moving_variance.initialize(zeros)
+        self.shape = tf.TensorShape(stats_shape)
+        self._stats_shape = tuple(stats_shape)
 
         params_shape = [channels] if channels_last else [channels] + [1] * (rank - 2)
         self.scale = tf.Variable(

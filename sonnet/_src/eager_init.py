@@ -140,12 +140,16 @@ def initializers_run_eagerly() -> Iterator[None]:
 def variables_created_eagerly() -> Iterator[None]:
     """Scope in which new variables are created eagerly where possible."""
     if (
-        _active()
+        getattr(_state, "creating", False)
         or getattr(_state, "disabled", False)
         or not tf.inside_function()
         or not _can_lift()
     ):
         yield
         return
-    with initializers_run_eagerly(), tf.variable_creator_scope(_eager_creator):
-        yield
+    _state.creating = True
+    try:
+        with initializers_run_eagerly(), tf.variable_creator_scope(_eager_creator):
+            yield
+    finally:
+        _state.creating = False

@@ -24,6 +24,21 @@ def state_variable(initial_value: Any, name: str) -> tf.Variable:
     )
 
 
+def zeros_like(value: Any) -> tf.Tensor:
+    """Zeros like `value` (a tensor or `tf.TensorSpec`), to initialize state.
+
+    Made outside any graph being built when the shape is static (so that
+    `once` creates the variable eagerly), except under a distribution
+    strategy, whose variable creation inside a function expects graph values.
+    """
+    if not value.shape.is_fully_defined():
+        return tf.zeros_like(value)
+    if tf.distribute.has_strategy():
+        return tf.zeros(value.shape, value.dtype)
+    with tf.init_scope():
+        return tf.zeros(value.shape, value.dtype)
+
+
 def check_value(
     value: Any, state: tf.Variable | None, floating: bool = False
 ) -> tf.Tensor:
@@ -153,7 +168,7 @@ class Sum(Metric):
     def initialize(self, value: Any) -> None:
         """Creates a zero `sum` shaped like `value` (without adding it)."""
         value = check_value(value, None)
-        self.sum = state_variable(tf.zeros_like(value), "sum")
+        self.sum = state_variable(zeros_like(value), "sum")
 
     def update(self, value: Any) -> None:
         """Adds `value` to the running sum."""
@@ -200,7 +215,7 @@ class Mean(Metric):
     def initialize(self, value: Any) -> None:
         """Creates a zero `sum` shaped like `value` (without counting it)."""
         value = check_value(value, None)
-        self.sum = state_variable(tf.zeros_like(value), "sum")
+        self.sum = state_variable(zeros_like(value), "sum")
 
     def update(self, value: Any) -> None:
         """Adds `value` to the sum and increments the count."""

@@ -135,8 +135,9 @@ class ExponentialMovingAverage(metrics.Metric):
     def initialize(self, value: Any) -> None:
         """Creates zero `hidden`/`average` state shaped like `value`."""
         value = metrics.check_value(value, None, floating=True)
-        self._hidden = metrics.state_variable(tf.zeros_like(value), "hidden")
-        self.average = metrics.state_variable(tf.zeros_like(value), "average")
+        zeros = metrics.zeros_like(value)
+        self._hidden = metrics.state_variable(zeros, "hidden")
+        self.average = metrics.state_variable(zeros, "average")
 
     def update(self, value: Any) -> None:
         """Moves the average towards `value`."""
