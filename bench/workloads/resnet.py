@@ -10,10 +10,10 @@ so the same step also works when the forward pass creates them.
 Rows:
 - `resnet50_first_call`: construct the model and trace a fresh
   `tf.function` of the step with `get_concrete_function` (no execution).
-  Sonnet creates its variables during this trace (TensorFlow then traces a
-  second time without variable creation); Keras creates them while
-  constructing the model, so construction is timed for every
-  implementation.
+  Sonnet creates its variables during this trace (outside the graph, so
+  TensorFlow traces once; the original Sonnet's variables make TensorFlow
+  trace a second time); Keras creates them while constructing the model, so
+  construction is timed for every implementation.
 - `resnet50_first_call_eager`: the same with the step wrapped in
   `snt.distribute.create_variables_eagerly` (initial values computed and
   variables created outside the graph; Sonnet only, Keras always does so).
