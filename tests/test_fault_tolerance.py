@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import numpy as np
 import pytest
 
 from tests import fault_tolerance_worker as worker
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "fault_tolerance_worker.py"
@@ -34,19 +34,6 @@ RESUME_FROM = HANG_AFTER // worker.EVERY * worker.EVERY
 TIMEOUT_S = 150
 
 assert HANG_AFTER % worker.EVERY != 0 and HANG_AFTER < worker.STEPS
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class _Processes:
@@ -171,7 +158,7 @@ def test_two_workers_killed_and_restarted(tmp_path):
     deadline = time.monotonic() + TIMEOUT_S
 
     def start_pair(out: Path, hang: bool = False) -> list[subprocess.Popen[bytes]]:
-        ports = ",".join(str(p) for p in _free_ports(2))
+        ports = ",".join(str(p) for p in free_ports(2))
         pair = []
         for task in range(2):
             extra = ["--hang-after", str(HANG_AFTER)] if hang and task == 1 else []

@@ -10,7 +10,6 @@ whole batches, and the chief's checkpoint must restore into a plain model.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests import multi_worker_worker as worker
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 # Hang protection only: on an idle 2-core machine the whole test takes about
@@ -27,21 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 120
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _start_workers(out_dir: Path) -> list[subprocess.Popen[bytes]]:
-    ports = ",".join(str(p) for p in _free_ports(2))
+    ports = ",".join(str(p) for p in free_ports(2))
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

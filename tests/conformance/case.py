@@ -6,6 +6,7 @@ pytest's doctest collection does) never re-enters a half-loaded registry.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -51,3 +52,22 @@ class Case:
         if self.call is None:
             return module(*inputs)
         return self.call(module, *inputs)
+
+
+def from_kwargs(
+    id: str,
+    cls: type,
+    kwargs: dict[str, Any],
+    inputs: Callable[[], tuple[Any, ...]],
+    call: Callable[..., Any] | None = None,
+) -> Case:
+    """A case whose module is `cls(**kwargs)` (a fresh copy of `kwargs` each
+    time); `kwargs` also feed the constructor fuzz."""
+    return Case(
+        id=id,
+        cls=cls,
+        factory=lambda: cls(**copy.deepcopy(kwargs)),
+        inputs=inputs,
+        call=call,
+        ctor_kwargs=kwargs,
+    )

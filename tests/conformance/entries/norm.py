@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
 import sonnet as snt
+from tests.conformance import case
 from tests.conformance.case import Case
 
 
@@ -32,21 +31,7 @@ def _local_stats(module: Any, x: tf.Tensor) -> tf.Tensor:
     return module(x, is_training=False, test_local_stats=True)
 
 
-def _case(
-    id: str,
-    cls: type,
-    kwargs: dict[str, Any],
-    inputs: Callable[[], tuple[Any, ...]],
-    call: Callable[..., Any] | None = None,
-) -> Case:
-    return Case(
-        id=id,
-        cls=cls,
-        factory=lambda: cls(**copy.deepcopy(kwargs)),
-        inputs=inputs,
-        call=call,
-        ctor_kwargs=kwargs,
-    )
+_case = case.from_kwargs
 
 
 def _base_kwargs() -> dict[str, Any]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
 import sonnet as snt
+from tests.conformance import case
 from tests.conformance.case import Case
 
 
@@ -34,14 +34,7 @@ def _case(
     inputs: Callable[[], tuple[Any, ...]],
     call: Callable[..., Any] | None = _train,
 ) -> Case:
-    return Case(
-        id=id,
-        cls=cls,
-        factory=lambda: cls(**copy.deepcopy(kwargs)),
-        inputs=inputs,
-        call=call,
-        ctor_kwargs=kwargs,
-    )
+    return case.from_kwargs(id, cls, kwargs, inputs, call)
 
 
 _SMALL_RESNET = {
