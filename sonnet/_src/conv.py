@@ -564,14 +564,7 @@ class ConvND(base.Module):
         # Also checked first: TF's Conv2D treats a multiple of the channels
         # the kernel was built for as a grouped convolution (a wrong result).
         if shape[self._channel_index] not in (None, self.input_channels):
-            raise call_error(
-                inputs,
-                None,
-                rank=self._rank,
-                channel_index=self._channel_index,
-                input_channels=self.input_channels,
-                dtype=self.w.dtype,
-            )
+            raise self._input_error(inputs)
         if self._minimums:
             inputs = check_spatial_sizes(inputs, self._minimums)
         dims = shape.as_list()
@@ -629,28 +622,27 @@ class ConvND(base.Module):
             if self._transpose:
                 y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
         except OP_ERRORS as e:
-            raise call_error(
-                inputs,
-                e,
-                rank=self._rank,
-                channel_index=self._channel_index,
-                input_channels=self.input_channels,
-                dtype=self.w.dtype,
-            ) from e
+            raise self._input_error(inputs, e) from e
         return y
+
+    def _input_error(
+        self, inputs: tf.Tensor, cause: Exception | None = None
+    ) -> Exception:
+        """The error for inputs this convolution cannot take (see `call_error`)."""
+        return call_error(
+            inputs,
+            cause,
+            rank=self._rank,
+            channel_index=self._channel_index,
+            input_channels=self.input_channels,
+            dtype=self.w.dtype,
+        )
 
     def _empty_output(self, inputs: tf.Tensor, dims: list[Any]) -> tf.Tensor:
         if inputs.dtype != self.w.dtype or dims[self._channel_index] != (
             self.input_channels
         ):
-            raise call_error(
-                inputs,
-                None,
-                rank=self._rank,
-                channel_index=self._channel_index,
-                input_channels=self.input_channels,
-                dtype=self.w.dtype,
-            )
+            raise self._input_error(inputs)
         shape = output_shape(
             dims,
             self._channels_first,
