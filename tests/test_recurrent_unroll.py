@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sonnet as snt
+from sonnet._src.recurrent import lstm_sequence
 from tests import recurrent_reference as ref
 from tests.conformance import bad_input
 
@@ -54,6 +55,16 @@ def _numpy_lstm_unroll(core: snt.LSTM, xs: np.ndarray, lengths=None):
     return np.stack(outputs), snt.LSTMState(h, c)
 
 
+@pytest.fixture(params=["one_matmul", "per_gate"])
+def gate_split(request, monkeypatch):
+    """Runs a test with the fused LSTM loop's recurrent product as one matmul
+    and as four per-gate matmuls (normally chosen by size and device)."""
+    per_gate = request.param == "per_gate"
+    monkeypatch.setattr(lstm_sequence, "_cpu_only", True)
+    monkeypatch.setattr(lstm_sequence, "_SPLIT_MIN", 0 if per_gate else 2**62)
+    return per_gate
+
+
 class _Plain:
     """A non-module callable core (forces the generic unroll loop)."""
 
@@ -71,7 +82,7 @@ class _Plain:
 @pytest.mark.parametrize("unroll", ["static", "dynamic"])
 @pytest.mark.parametrize("projection", [None, 2])
 @pytest.mark.parametrize("mode", ref.MODES)
-def test_lstm_unroll_matches_numpy(unroll, projection, mode):
+def test_lstm_unroll_matches_numpy(unroll, projection, mode, gate_split):
     core = _lstm(projection=projection)
     xs = ref.random(np.random.default_rng(0), T, B, D)
     fn = snt.static_unroll if unroll == "static" else snt.dynamic_unroll
@@ -114,7 +125,7 @@ def _gradients(fn, core, xs, initial):
 
 
 @pytest.mark.parametrize("mode", ["eager", "function", "jit"])
-def test_fused_gradient_matches_autodiff(mode):
+def test_fused_gradient_matches_autodiff(mode, gate_split):
     # dynamic_unroll(LSTM) and UnrolledLSTM use a hand-written gradient; a
     # plain callable wrapper goes through automatic differentiation.
     core = _lstm(hidden=4)
@@ -149,18 +160,72 @@ def test_unrolled_lstm_gradients_match_lstm():
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
 
 
-def test_second_order_gradients_through_fused_lstm():
-    core = _lstm(hidden=2)
-    xs = tf.constant(ref.random(np.random.default_rng(7), 3, B, D))
-    with tf.GradientTape() as outer:
-        outer.watch(xs)
-        with tf.GradientTape() as inner:
-            inner.watch(xs)
-            out, _ = snt.dynamic_unroll(core, xs, core.initial_state(B))
-            loss = tf.reduce_sum(out**2)
-        grad = inner.gradient(loss, xs)
-        grad_norm = tf.reduce_sum(grad**2)
-    assert outer.gradient(grad_norm, xs) is not None
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_second_order_gradients_through_fused_lstm(mode, gate_split):
+    core = snt.LSTM(2, dtype=tf.float64)
+    xs = tf.constant(ref.random(np.random.default_rng(7), 3, B, D), tf.float64)
+    core(xs[0], core.initial_state(B))
+    _randomize(core)
+
+    def second_order(core_fn):
+        def run(xs):
+            with tf.GradientTape() as outer:
+                outer.watch(xs)
+                with tf.GradientTape() as inner:
+                    inner.watch(xs)
+                    out, state = snt.dynamic_unroll(core_fn, xs, core.initial_state(B))
+                    loss = tf.reduce_sum(out**2) + tf.reduce_sum(state.cell**2)
+                grad = inner.gradient(loss, [xs, core.trainable_variables])
+                grad_norm = tf.add_n(
+                    [tf.reduce_sum(g**2) for g in tf.nest.flatten(grad)]
+                )
+            return outer.gradient(grad_norm, [xs, core.trainable_variables])
+
+        return ref.run(mode, run, xs)
+
+    # The generic loop (a plain callable core) is differentiated automatically.
+    actual = second_order(core)
+    expected = second_order(_Plain(core))
+    for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
+        np.testing.assert_allclose(a, e, rtol=1e-9, atol=1e-12)
+        assert np.abs(e).max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("batch", "hidden", "cpu_only", "expected"),
+    [
+        (32, 256, True, True),  # 32 * 256 * 1024 = 2**23 multiply-adds.
+        (None, 256, True, True),  # An unknown batch counts as 32.
+        (8, 64, True, False),  # Too small: per-op overhead dominates.
+        (256, 256, True, False),  # Large enough to use all threads already.
+        (32, 256, False, False),  # A GPU or other accelerator is visible.
+    ],
+)
+def test_gate_split_choice(batch, hidden, cpu_only, expected, monkeypatch):
+    monkeypatch.setattr(lstm_sequence, "_cpu_only", cpu_only)
+    w_h = tf.zeros([hidden, 4 * hidden])
+    assert lstm_sequence._split_gates(batch, w_h) is expected
+
+
+def test_gate_split_agrees_with_one_matmul(monkeypatch):
+    core = snt.UnrolledLSTM(256)
+    xs = tf.random.normal([4, 32, 8], seed=1)
+    state = core.initial_state(32)
+    monkeypatch.setattr(lstm_sequence, "_cpu_only", True)
+    assert lstm_sequence._split_gates(32, tf.zeros([256, 1024]))
+
+    def gradients():
+        with tf.GradientTape() as tape:
+            out, final = core(xs, state)
+            loss = tf.reduce_sum(out * tf.sin(out)) + tf.reduce_sum(final.cell**2)
+        return out, tape.gradient(loss, core.trainable_variables)
+
+    per_gate = gradients()
+    monkeypatch.setattr(lstm_sequence, "_SPLIT_MIN", 2**62)
+    one_matmul = gradients()
+    # Equal up to float rounding (the matmuls may block their sums differently).
+    for a, b in zip(tf.nest.flatten(per_gate), tf.nest.flatten(one_matmul)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(
