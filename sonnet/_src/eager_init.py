@@ -83,13 +83,15 @@ def initializer_call(call: Callable[..., tf.Tensor]) -> Callable[..., tf.Tensor]
 
 def _in_device_scope() -> bool:
     # No public API tells the current device scope; an op created here shows
-    # it (a NoOp with no inputs, which graph pruning removes).
+    # it (a NoOp with no inputs, which graph pruning removes). Probed once per
+    # module initialization, not per variable: a device scope the module
+    # opens itself is kept anyway (`tf.init_scope` carries device strings).
     return bool(tf.raw_ops.NoOp().device)
 
 
 def _eager_initial_value(value: Any) -> Any:
     """`value` as something to create a variable from outside the graph, or
-    None if it depends on the graph being built or a device scope applies."""
+    None if it depends on the graph being built."""
     if isinstance(value, tf.Tensor) and tf.is_symbolic_tensor(value):
         if value.device:
             return None
@@ -102,7 +104,7 @@ def _eager_initial_value(value: Any) -> Any:
         value, (tf.Tensor, bool, int, float, complex, np.ndarray, np.generic)
     ):
         return None  # Callables, variables, nests: left to TensorFlow.
-    return None if _in_device_scope() else value
+    return value
 
 
 def _eager_creator(next_creator: Callable[..., tf.Variable], **kwargs: Any) -> Any:
@@ -149,7 +151,11 @@ def variables_created_eagerly() -> Iterator[None]:
         return
     _state.creating = True
     try:
-        with initializers_run_eagerly(), tf.variable_creator_scope(_eager_creator):
-            yield
+        with initializers_run_eagerly():
+            if _in_device_scope():  # Placement must not move: TF's default.
+                yield
+            else:
+                with tf.variable_creator_scope(_eager_creator):
+                    yield
     finally:
         _state.creating = False
