@@ -360,7 +360,7 @@ def test_transform_rejects_state():
 
 def test_without_state_on_a_custom_pair():
     pair = F.transform_with_state(lambda x: x + 1)
-    f = F.without_state(pair)
+    f = F.without_state(with_state=pair)  # The original's argument name.
     assert f._fields == ("init", "apply")
     assert f.init(1.0) == {}
     assert f.apply({}, 1.0) == 2.0
@@ -371,8 +371,8 @@ def test_without_state_on_a_custom_pair():
     [
         (lambda: F.transform(3), "f"),
         (lambda: F.transform_with_state(None), "f"),
-        (lambda: F.without_state(lambda: 1), "f"),
-        (lambda: F.without_state((1, 2)), "f"),
+        (lambda: F.without_state(lambda: 1), "with_state"),
+        (lambda: F.without_state((1, 2)), "with_state"),
     ],
 )
 def test_transform_bad_arguments(call, argument):
@@ -708,7 +708,7 @@ def test_optimizer_errors():
 @given(value=bad_input.junk())
 def test_junk_to_transforms_and_helpers(value):
     bad_input.outcome(lambda: F.transform_with_state(value), ["f"])
-    bad_input.outcome(lambda: F.without_state(value), ["f"])
+    bad_input.outcome(lambda: F.without_state(value), ["with_state"])
     bad_input.outcome(lambda: F.jit(lambda x: x, device=value), ["device"])
     bad_input.outcome(lambda: F.optimizer(value), ["cls"])
     bad_input.outcome(lambda: F.device_put(value), ["t"])

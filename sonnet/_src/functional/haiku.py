@@ -273,11 +273,12 @@ class _StateWatch:
                 raise utils.bad_value("f", _STATEFUL, f"state variables {stateful}")
 
 
-def without_state(f: TransformedWithState) -> Transformed:
+def without_state(with_state: TransformedWithState) -> Transformed:
     """Drops the state from a transformed function that has none.
 
     Args:
-      f: The result of `transform_with_state`.
+      with_state: The result of `transform_with_state` (the original's name
+        for this argument).
 
     Returns:
       `Transformed(init, apply)`: `init(*args, **kwargs) -> params` and
@@ -285,7 +286,7 @@ def without_state(f: TransformedWithState) -> Transformed:
       function uses state.
 
     Raises:
-      TypeError: if `f` is not an `(init, apply)` pair of callables.
+      TypeError: if `with_state` is not an `(init, apply)` pair of callables.
 
     >>> f = snt.functional.without_state(
     ...     snt.functional.transform_with_state(lambda x: x + 1))
@@ -294,11 +295,13 @@ def without_state(f: TransformedWithState) -> Transformed:
     >>> f.apply({}, 1.0)
     2.0
     """
-    init = getattr(f, "init", None)
-    apply = getattr(f, "apply", None)
+    init = getattr(with_state, "init", None)
+    apply = getattr(with_state, "apply", None)
     if not callable(init) or not callable(apply):
         raise utils.bad_type(
-            "f", "must be an `(init, apply)` pair from `transform_with_state`", f
+            "with_state",
+            "must be an `(init, apply)` pair from `transform_with_state`",
+            with_state,
         )
     init_f: Callable[..., Any] = init
     apply_f: Callable[..., Any] = apply
