@@ -124,20 +124,31 @@ def _gradients(fn, core, xs, initial):
     return tape.gradient(loss, [xs, initial, list(core.trainable_variables)])
 
 
+@pytest.mark.parametrize("lengths", [None, [0, 2, 5], [5, 5, 5]])
 @pytest.mark.parametrize("mode", ["eager", "function", "jit"])
-def test_fused_gradient_matches_autodiff(mode, gate_split):
-    # dynamic_unroll(LSTM) and UnrolledLSTM use a hand-written gradient; a
-    # plain callable wrapper goes through automatic differentiation.
+def test_fused_gradient_matches_autodiff(mode, lengths, gate_split):
+    # dynamic_unroll(LSTM) and UnrolledLSTM use a hand-written gradient (also
+    # with sequence lengths); a plain callable wrapper goes through automatic
+    # differentiation.
     core = _lstm(hidden=4)
     xs = ref.random(np.random.default_rng(3), T, B, D)
     initial = snt.LSTMState(*ref.random(np.random.default_rng(4), 2, B, 4))
+    n = None if lengths is None else tf.constant(lengths)
 
     def fused(x, s):
-        return _gradients(lambda a, b: snt.dynamic_unroll(core, a, b), core, x, s)
+        return _gradients(
+            lambda a, b: snt.dynamic_unroll(core, a, b, sequence_length=n),
+            core,
+            x,
+            s,
+        )
 
     def generic(x, s):
         return _gradients(
-            lambda a, b: snt.dynamic_unroll(_Plain(core), a, b), core, x, s
+            lambda a, b: snt.dynamic_unroll(_Plain(core), a, b, sequence_length=n),
+            core,
+            x,
+            s,
         )
 
     expected = ref.run("eager", generic, xs, initial)
@@ -160,12 +171,14 @@ def test_unrolled_lstm_gradients_match_lstm():
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("lengths", [None, [0, 1, 3]])
 @pytest.mark.parametrize("mode", ["eager", "function"])
-def test_second_order_gradients_through_fused_lstm(mode, gate_split):
+def test_second_order_gradients_through_fused_lstm(mode, lengths, gate_split):
     core = snt.LSTM(2, dtype=tf.float64)
     xs = tf.constant(ref.random(np.random.default_rng(7), 3, B, D), tf.float64)
     core(xs[0], core.initial_state(B))
     _randomize(core)
+    n = None if lengths is None else tf.constant(lengths)
 
     def second_order(core_fn):
         def run(xs):
@@ -173,7 +186,9 @@ def test_second_order_gradients_through_fused_lstm(mode, gate_split):
                 outer.watch(xs)
                 with tf.GradientTape() as inner:
                     inner.watch(xs)
-                    out, state = snt.dynamic_unroll(core_fn, xs, core.initial_state(B))
+                    out, state = snt.dynamic_unroll(
+                        core_fn, xs, core.initial_state(B), sequence_length=n
+                    )
                     loss = tf.reduce_sum(out**2) + tf.reduce_sum(state.cell**2)
                 grad = inner.gradient(loss, [xs, core.trainable_variables])
                 grad_norm = tf.add_n(
@@ -262,7 +277,7 @@ def test_static_equals_dynamic(make, mode):
 @pytest.mark.parametrize("unroll", [snt.static_unroll, snt.dynamic_unroll])
 @pytest.mark.parametrize("projection", [None, 2])
 @pytest.mark.parametrize("mode", ["eager", "function"])
-def test_sequence_length_lstm(unroll, projection, mode):
+def test_sequence_length_lstm(unroll, projection, mode, gate_split):
     core = _lstm(projection=projection)
     xs = ref.random(np.random.default_rng(9), T, B, D)
     lengths = np.array([0, 2, 7], np.int32)

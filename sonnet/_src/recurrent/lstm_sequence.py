@@ -5,16 +5,16 @@ compute it for all time steps in one matmul and pass it here as `xw`
 (`[T, B, 4 * hidden]`). Only `h @ w_h` and the gate nonlinearities remain per
 step, in a `tf.while_loop` over `tf.TensorArray`s (which XLA compiles too).
 
-Without projection or sequence lengths the recurrence has a hand-written
-gradient: the forward loop keeps the activated gates, the backward loop
-carries only `dh`/`dc` per step (no nonlinearity evaluated again), and the
-weight gradient `dw_h` is one matmul over all steps afterwards, instead of one
-small accumulated matmul per step as automatic differentiation of the loop
-does. On CPU, mid-sized recurrent products run as four per-gate matmuls that
-TensorFlow executes in parallel (`_split_gates`).
-With a projection or `sequence_length`, the loop is differentiated
-automatically. Eagerly, the loop runs inside a `tf.function` so the per-step
-ops are not dispatched one by one from Python.
+Without a projection the recurrence has a hand-written gradient: the forward
+loop keeps the activated gates, the backward loop carries only `dh`/`dc` per
+step (no nonlinearity evaluated again), and the weight gradient `dw_h` is one
+matmul over all steps afterwards, instead of one small accumulated matmul per
+step as automatic differentiation of the loop does. Sequence lengths are a
+mask in the same loops. On CPU, mid-sized recurrent products run as four
+per-gate matmuls that TensorFlow executes in parallel (`_split_gates`). With
+a projection, the loop is differentiated automatically. Eagerly, the loop
+runs inside a `tf.function` so the per-step ops are not dispatched one by one
+from Python.
 """
 
 from __future__ import annotations
@@ -69,26 +69,47 @@ def _split_gates(batch: int | None, w_h: tf.Tensor) -> bool:
     return _SPLIT_MIN <= work < _SPLIT_MAX
 
 
-def _make_fused(split: bool) -> Callable[..., Any]:
-    """The recurrence with a hand-written gradient (no projection, no masks).
+def _make_fused(split: bool, masked: bool) -> Callable[..., Any]:
+    """The recurrence with a hand-written gradient (no projection).
 
     The forward loop also records the cells and the activated gates, from
     which the backward loop computes each step's gradient without
     re-evaluating any nonlinearity. With `split`, `h @ w_h` runs as four
-    per-gate matmuls (see `_split_gates`).
+    per-gate matmuls (see `_split_gates`). With `masked`, the function takes
+    a `[T, B, 1]` bool mask: where it is False the step keeps the previous
+    state (the outputs are then that state; callers zero them).
     """
+    if masked:
+
+        @tf.custom_gradient
+        def fused_masked(
+            xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor, mask: tf.Tensor
+        ) -> Any:
+            outputs, grad = _fused_forward(xw, h0, c0, w_h, mask, split)
+            return outputs, lambda *d: (*grad(*d), None)
+
+        return fused_masked
 
     @tf.custom_gradient
     def fused(xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor) -> Any:
-        return _fused_forward(xw, h0, c0, w_h, split)
+        return _fused_forward(xw, h0, c0, w_h, None, split)
 
     return fused
 
 
 def _fused_forward(
-    xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor, split: bool
+    xw: tf.Tensor,
+    h0: tf.Tensor,
+    c0: tf.Tensor,
+    w_h: tf.Tensor,
+    mask: tf.Tensor | None,
+    split: bool,
 ) -> Any:
-    """Forward loop of `_make_fused`: `((hs, h, c), grad)`."""
+    """Forward loop of `_make_fused`: `((hs, h, c), grad)`.
+
+    `hs[t]` is the state after step t (the new hidden state, or the previous
+    one where `mask[t]` is False).
+    """
     steps = tf.shape(xw)[0]
     w_parts = tf.split(w_h, 4, axis=1) if split else None
 
@@ -104,15 +125,19 @@ def _fused_forward(
     def forward(t, h, c, cells, arrays):
         i, f, g, o = gates_at(t, h)
         i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
-        c = f * c + i * g
-        tanh_c = tf.tanh(c)
-        h = o * tanh_c
+        new_c = f * c + i * g
+        tanh_c = tf.tanh(new_c)
+        new_h = o * tanh_c
+        if mask is None:
+            h, c = new_h, new_c
+        else:
+            h, c = tf.where(mask[t], new_h, h), tf.where(mask[t], new_c, c)
         values = (h, i, f, g, o, tanh_c)
         arrays = [a.write(t, v) for a, v in zip(arrays, values)]
         return t + 1, h, c, cells.write(t + 1, c), arrays
 
     # Index 0 of `cells` holds `c0`, index t + 1 the cell after step t; the
-    # other arrays hold hs, i, f, g, o and tanh(cell), each `[T, B, hidden]`.
+    # other arrays hold hs, i, f, g, o and tanh(new cell), each `[T, B, hidden]`.
     cells = tf.TensorArray(c0.dtype, size=steps + 1, element_shape=c0.shape)
     arrays = [_empty(h0, steps) for _ in range(6)]
     _, h_final, c_final, cells, arrays = tf.while_loop(
@@ -136,9 +161,15 @@ def _fused_forward(
             w_parts_t = [tf.transpose(w) for w in w_parts]
 
         # The backward loop is not differentiated (except for higher-order
-        # gradients), so it can index the sequences directly.
+        # gradients), so it can index the sequences directly. `d_h`/`d_c`
+        # are the gradients of the state after step t.
         def backward(t, d_h, d_c, d_gates_steps):
             d_h = d_h + d_hs[t]
+            if mask is not None:  # Masked rows pass the gradient through.
+                zeros = tf.zeros_like(d_h)
+                keep = mask[t]
+                d_h, d_h_skip = tf.where(keep, d_h, zeros), tf.where(keep, zeros, d_h)
+                d_c, d_c_skip = tf.where(keep, d_c, zeros), tf.where(keep, zeros, d_c)
             i, f, g, o, tanh_c = ii[t], ff[t], gg[t], oo[t], tanh_cells[t]
             d_o = _sigmoid_grad(o, d_h * tanh_c)
             d_c = d_c + _tanh_grad(tanh_c, d_h * o)
@@ -153,7 +184,10 @@ def _fused_forward(
                 d_h = tf.matmul(d_gates, w_h_t)
             else:
                 d_h = tf.add_n([tf.matmul(d, w) for d, w in zip(d_parts, w_parts_t)])
-            return t - 1, d_h, d_c * f, d_gates_steps.write(t, d_gates)
+            d_c = d_c * f
+            if mask is not None:
+                d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
+            return t - 1, d_h, d_c, d_gates_steps.write(t, d_gates)
 
         _, d_h0, d_c0, d_gates_steps = tf.while_loop(
             lambda t, *_: t >= 0,
@@ -194,7 +228,8 @@ def _general(
     projection: tf.Tensor | None,
     mask: tf.Tensor | None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """The recurrence with optional projection and `[T, B, 1]` bool mask."""
+    """The recurrence with a projection and an optional `[T, B, 1]` bool mask
+    (differentiated automatically)."""
     steps = tf.shape(xw)[0]
     xw_steps = _array(xw)
     mask_steps = None if mask is None else _array(mask)
@@ -220,10 +255,15 @@ def _general(
     return hs.stack(), h, c
 
 
-_FUSED = {split: _make_fused(split) for split in (False, True)}
+# Keyed by (split, masked).
+_FUSED = {
+    (split, masked): _make_fused(split, masked)
+    for split in (False, True)
+    for masked in (False, True)
+}
 _FUSED_EAGER = {
-    split: tf.function(fn, autograph=False, reduce_retracing=True)
-    for split, fn in _FUSED.items()
+    key: tf.function(fn, autograph=False, reduce_retracing=True)
+    for key, fn in _FUSED.items()
 }
 _general_eager = tf.function(_general, autograph=False, reduce_retracing=True)
 
@@ -251,17 +291,18 @@ def lstm_sequence(
     h0, c0 = initial_state
     w_h = tf.convert_to_tensor(w_h)
     eager = tf.executing_eagerly()
-    if projection is None and sequence_length is None:
-        fused = (_FUSED_EAGER if eager else _FUSED)[_split_gates(h0.shape[0], w_h)]
-        outputs, h, c = fused(xw, h0, c0, w_h)
-        return outputs, rnn_base.LSTMState(hidden=h, cell=c)
-    if projection is not None:
-        projection = tf.convert_to_tensor(projection)
     mask = None
     if sequence_length is not None:
         mask = time_mask(tf.shape(xw)[0], sequence_length)[:, :, None]
-    general = _general_eager if eager else _general
-    outputs, h, c = general(xw, h0, c0, w_h, projection, mask)
+    if projection is None:
+        split = _split_gates(h0.shape[0], w_h)
+        fused = (_FUSED_EAGER if eager else _FUSED)[split, mask is not None]
+        args = (xw, h0, c0, w_h) if mask is None else (xw, h0, c0, w_h, mask)
+        outputs, h, c = fused(*args)
+    else:
+        general = _general_eager if eager else _general
+        projection = tf.convert_to_tensor(projection)
+        outputs, h, c = general(xw, h0, c0, w_h, projection, mask)
     if mask is not None:
         outputs = tf.where(mask, outputs, tf.zeros_like(outputs))
     return outputs, rnn_base.LSTMState(hidden=h, cell=c)
