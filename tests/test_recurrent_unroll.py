@@ -206,6 +206,41 @@ def test_second_order_gradients_through_fused_lstm(mode, lengths, gate_split):
         assert np.abs(e).max() > 1e-3
 
 
+@pytest.mark.parametrize("lengths", [None, [1, 3, 2]])
+def test_fused_lstm_gradients_match_finite_differences(lengths, gate_split):
+    # The original's CPU kernel (BlockLSTMV2) disagrees with finite differences
+    # on recent TensorFlow; ours must not.
+    core = snt.LSTM(3, dtype=tf.float64)
+    xs = tf.constant(ref.random(np.random.default_rng(11), 3, B, D), tf.float64)
+    core(xs[0], core.initial_state(B))
+    _randomize(core)
+    n = None if lengths is None else tf.constant(lengths)
+    w_h = core.hidden_to_hidden
+
+    def loss(x: tf.Tensor) -> tf.Tensor:
+        out, state = snt.dynamic_unroll(
+            core, x, core.initial_state(B), sequence_length=n
+        )
+        return tf.reduce_sum(out[1] ** 2) + tf.reduce_sum(tf.sin(state.cell))
+
+    theoretical, numerical = tf.test.compute_gradient(loss, [xs], delta=1e-6)
+    np.testing.assert_allclose(theoretical[0], numerical[0], rtol=1e-5, atol=1e-8)
+
+    with tf.GradientTape() as tape:
+        value = loss(xs)
+    analytic = tape.gradient(value, w_h).numpy()
+    base, eps = w_h.numpy(), 1e-6
+    numeric = np.zeros_like(base)
+    for index in np.ndindex(*base.shape):
+        for sign in (1.0, -1.0):
+            moved = base.copy()
+            moved[index] += sign * eps
+            w_h.assign(moved)
+            numeric[index] += sign * float(loss(xs)) / (2 * eps)
+    w_h.assign(base)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+
+
 @pytest.mark.parametrize(
     ("batch", "hidden", "cpu_only", "expected"),
     [
