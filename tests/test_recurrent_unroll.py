@@ -124,15 +124,17 @@ def _gradients(fn, core, xs, initial):
     return tape.gradient(loss, [xs, initial, list(core.trainable_variables)])
 
 
+@pytest.mark.parametrize("projection", [None, 2])
 @pytest.mark.parametrize("lengths", [None, [0, 2, 5], [5, 5, 5]])
 @pytest.mark.parametrize("mode", ["eager", "function", "jit"])
-def test_fused_gradient_matches_autodiff(mode, lengths, gate_split):
+def test_fused_gradient_matches_autodiff(mode, lengths, projection, gate_split):
     # dynamic_unroll(LSTM) and UnrolledLSTM use a hand-written gradient (also
-    # with sequence lengths); a plain callable wrapper goes through automatic
-    # differentiation.
-    core = _lstm(hidden=4)
+    # with sequence lengths and a projection); a plain callable wrapper goes
+    # through automatic differentiation.
+    core = _lstm(hidden=4, projection=projection)
     xs = ref.random(np.random.default_rng(3), T, B, D)
-    initial = snt.LSTMState(*ref.random(np.random.default_rng(4), 2, B, 4))
+    h0, c0 = ref.random(np.random.default_rng(4), 2, B, 4)
+    initial = snt.LSTMState(h0[:, : projection or 4], c0)
     n = None if lengths is None else tf.constant(lengths)
 
     def fused(x, s):
@@ -171,10 +173,13 @@ def test_unrolled_lstm_gradients_match_lstm():
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("projection", [None, 1])
 @pytest.mark.parametrize("lengths", [None, [0, 1, 3]])
 @pytest.mark.parametrize("mode", ["eager", "function"])
-def test_second_order_gradients_through_fused_lstm(mode, lengths, gate_split):
-    core = snt.LSTM(2, dtype=tf.float64)
+def test_second_order_gradients_through_fused_lstm(
+    mode, lengths, projection, gate_split
+):
+    core = snt.LSTM(2, projection_size=projection, dtype=tf.float64)
     xs = tf.constant(ref.random(np.random.default_rng(7), 3, B, D), tf.float64)
     core(xs[0], core.initial_state(B))
     _randomize(core)
@@ -206,16 +211,16 @@ def test_second_order_gradients_through_fused_lstm(mode, lengths, gate_split):
         assert np.abs(e).max() > 1e-3
 
 
+@pytest.mark.parametrize("projection", [None, 2])
 @pytest.mark.parametrize("lengths", [None, [1, 3, 2]])
-def test_fused_lstm_gradients_match_finite_differences(lengths, gate_split):
+def test_fused_lstm_gradients_match_finite_differences(lengths, projection, gate_split):
     # The original's CPU kernel (BlockLSTMV2) disagrees with finite differences
     # on recent TensorFlow; ours must not.
-    core = snt.LSTM(3, dtype=tf.float64)
+    core = snt.LSTM(3, projection_size=projection, dtype=tf.float64)
     xs = tf.constant(ref.random(np.random.default_rng(11), 3, B, D), tf.float64)
     core(xs[0], core.initial_state(B))
     _randomize(core)
     n = None if lengths is None else tf.constant(lengths)
-    w_h = core.hidden_to_hidden
 
     def loss(x: tf.Tensor) -> tf.Tensor:
         out, state = snt.dynamic_unroll(
@@ -226,19 +231,22 @@ def test_fused_lstm_gradients_match_finite_differences(lengths, gate_split):
     theoretical, numerical = tf.test.compute_gradient(loss, [xs], delta=1e-6)
     np.testing.assert_allclose(theoretical[0], numerical[0], rtol=1e-5, atol=1e-8)
 
+    weights = [core.hidden_to_hidden]
+    if projection is not None:
+        weights.append(core.projection)
     with tf.GradientTape() as tape:
         value = loss(xs)
-    analytic = tape.gradient(value, w_h).numpy()
-    base, eps = w_h.numpy(), 1e-6
-    numeric = np.zeros_like(base)
-    for index in np.ndindex(*base.shape):
-        for sign in (1.0, -1.0):
-            moved = base.copy()
-            moved[index] += sign * eps
-            w_h.assign(moved)
-            numeric[index] += sign * float(loss(xs)) / (2 * eps)
-    w_h.assign(base)
-    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+    for weight, analytic in zip(weights, tape.gradient(value, weights)):
+        base, eps = weight.numpy(), 1e-6
+        numeric = np.zeros_like(base)
+        for index in np.ndindex(*base.shape):
+            for sign in (1.0, -1.0):
+                moved = base.copy()
+                moved[index] += sign * eps
+                weight.assign(moved)
+                numeric[index] += sign * float(loss(xs)) / (2 * eps)
+        weight.assign(base)
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
 
 
 @pytest.mark.parametrize(

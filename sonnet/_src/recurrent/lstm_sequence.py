@@ -5,35 +5,26 @@ compute it for all time steps in one matmul and pass it here as `xw`
 (`[T, B, 4 * hidden]`). Only `h @ w_h` and the gate nonlinearities remain per
 step, in a `tf.while_loop` over `tf.TensorArray`s (which XLA compiles too).
 
-Without a projection the recurrence has a hand-written gradient: the forward
-loop keeps the activated gates, the backward loop carries only `dh`/`dc` per
-step (no nonlinearity evaluated again), and the weight gradient `dw_h` is one
-matmul over all steps afterwards, instead of one small accumulated matmul per
-step as automatic differentiation of the loop does. Sequence lengths are a
-mask in the same loops. On CPU, mid-sized recurrent products run as four
-per-gate matmuls that TensorFlow executes in parallel (`_split_gates`). With
-a projection, the loop is differentiated automatically. Eagerly, the loop
-runs inside a `tf.function` so the per-step ops are not dispatched one by one
-from Python.
+The recurrence has a hand-written gradient: the forward loop keeps the
+activated gates, the backward loop carries only `dh`/`dc` per step (no
+nonlinearity evaluated again), and the weight gradients (`dw_h`, and the
+output projection's) are one matmul over all steps afterwards, instead of
+one small accumulated matmul per step as automatic differentiation of the
+loop does. Sequence lengths are a mask in the same loops. On CPU, mid-sized
+recurrent products run as four per-gate matmuls that TensorFlow executes in
+parallel (`_split_gates`). Eagerly, the loop runs inside a `tf.function` so
+the per-step ops are not dispatched one by one from Python.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
 from sonnet._src.recurrent import base as rnn_base
-
-
-def _array(value: tf.Tensor) -> tf.TensorArray:
-    """A `TensorArray` holding the time steps of `value` (`[T, ...]`)."""
-    return tf.TensorArray(
-        value.dtype,
-        size=tf.shape(value)[0],
-        element_shape=value.shape[1:],
-    ).unstack(value)
 
 
 def _empty(like: tf.Tensor, size: Any) -> tf.TensorArray:
@@ -69,30 +60,28 @@ def _split_gates(batch: int | None, w_h: tf.Tensor) -> bool:
     return _SPLIT_MIN <= work < _SPLIT_MAX
 
 
-def _make_fused(split: bool, masked: bool) -> Callable[..., Any]:
-    """The recurrence with a hand-written gradient (no projection).
+def _make_fused(split: bool, projected: bool, masked: bool) -> Callable[..., Any]:
+    """The recurrence with a hand-written gradient.
 
     The forward loop also records the cells and the activated gates, from
     which the backward loop computes each step's gradient without
     re-evaluating any nonlinearity. With `split`, `h @ w_h` runs as four
-    per-gate matmuls (see `_split_gates`). With `masked`, the function takes
-    a `[T, B, 1]` bool mask: where it is False the step keeps the previous
-    state (the outputs are then that state; callers zero them).
+    per-gate matmuls (see `_split_gates`). The returned function takes
+    `(xw, h0, c0, w_h)`, then the `[hidden, projection]` output projection if
+    `projected`, then a `[T, B, 1]` bool mask if `masked` (where it is False
+    the step keeps the previous state; the outputs are then that state and
+    callers zero them).
     """
-    if masked:
-
-        @tf.custom_gradient
-        def fused_masked(
-            xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor, mask: tf.Tensor
-        ) -> Any:
-            outputs, grad = _fused_forward(xw, h0, c0, w_h, mask, split)
-            return outputs, lambda *d: (*grad(*d), None)
-
-        return fused_masked
 
     @tf.custom_gradient
-    def fused(xw: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, w_h: tf.Tensor) -> Any:
-        return _fused_forward(xw, h0, c0, w_h, None, split)
+    def fused(*inputs: tf.Tensor) -> Any:
+        xw, h0, c0, w_h, *extra = inputs
+        projection = extra.pop(0) if projected else None
+        mask = extra.pop(0) if masked else None
+        outputs, grad = _fused_forward(xw, h0, c0, w_h, projection, mask, split)
+        if not masked:
+            return outputs, grad
+        return outputs, lambda *d: (*grad(*d), None)  # No gradient for the mask.
 
     return fused
 
@@ -102,13 +91,14 @@ def _fused_forward(
     h0: tf.Tensor,
     c0: tf.Tensor,
     w_h: tf.Tensor,
+    projection: tf.Tensor | None,
     mask: tf.Tensor | None,
     split: bool,
 ) -> Any:
     """Forward loop of `_make_fused`: `((hs, h, c), grad)`.
 
-    `hs[t]` is the state after step t (the new hidden state, or the previous
-    one where `mask[t]` is False).
+    `hs[t]` is the state after step t (the new, projected, hidden state, or
+    the previous one where `mask[t]` is False).
     """
     steps = tf.shape(xw)[0]
     w_parts = tf.split(w_h, 4, axis=1) if split else None
@@ -128,6 +118,8 @@ def _fused_forward(
         new_c = f * c + i * g
         tanh_c = tf.tanh(new_c)
         new_h = o * tanh_c
+        if projection is not None:
+            new_h = tf.matmul(new_h, projection)
         if mask is None:
             h, c = new_h, new_c
         else:
@@ -137,9 +129,10 @@ def _fused_forward(
         return t + 1, h, c, cells.write(t + 1, c), arrays
 
     # Index 0 of `cells` holds `c0`, index t + 1 the cell after step t; the
-    # other arrays hold hs, i, f, g, o and tanh(new cell), each `[T, B, hidden]`.
+    # other arrays hold hs (`[T, B, hidden or projection]`), and i, f, g, o and
+    # tanh(new cell), each `[T, B, hidden]`.
     cells = tf.TensorArray(c0.dtype, size=steps + 1, element_shape=c0.shape)
-    arrays = [_empty(h0, steps) for _ in range(6)]
+    arrays = [_empty(h0, steps)] + [_empty(c0, steps) for _ in range(5)]
     _, h_final, c_final, cells, arrays = tf.while_loop(
         lambda t, *_: t < steps,
         forward,
@@ -159,17 +152,21 @@ def _fused_forward(
             w_h_t = tf.transpose(w_h)
         else:
             w_parts_t = [tf.transpose(w) for w in w_parts]
+        projection_t = None if projection is None else tf.transpose(projection)
 
         # The backward loop is not differentiated (except for higher-order
         # gradients), so it can index the sequences directly. `d_h`/`d_c`
         # are the gradients of the state after step t.
-        def backward(t, d_h, d_c, d_gates_steps):
+        def backward(t, d_h, d_c, d_gates_steps, *d_hs_steps):
             d_h = d_h + d_hs[t]
             if mask is not None:  # Masked rows pass the gradient through.
-                zeros = tf.zeros_like(d_h)
                 keep = mask[t]
-                d_h, d_h_skip = tf.where(keep, d_h, zeros), tf.where(keep, zeros, d_h)
-                d_c, d_c_skip = tf.where(keep, d_c, zeros), tf.where(keep, zeros, d_c)
+                d_h, d_h_skip = _split_where(keep, d_h)
+                d_c, d_c_skip = _split_where(keep, d_c)
+            if projection_t is not None:
+                # `d_h` is the projected output's gradient; kept for d_proj.
+                d_hs_steps = (d_hs_steps[0].write(t, d_h),)
+                d_h = tf.matmul(d_h, projection_t)
             i, f, g, o, tanh_c = ii[t], ff[t], gg[t], oo[t], tanh_cells[t]
             d_o = _sigmoid_grad(o, d_h * tanh_c)
             d_c = d_c + _tanh_grad(tanh_c, d_h * o)
@@ -187,12 +184,13 @@ def _fused_forward(
             d_c = d_c * f
             if mask is not None:
                 d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
-            return t - 1, d_h, d_c, d_gates_steps.write(t, d_gates)
+            return (t - 1, d_h, d_c, d_gates_steps.write(t, d_gates), *d_hs_steps)
 
-        _, d_h0, d_c0, d_gates_steps = tf.while_loop(
+        d_hs_steps = () if projection is None else (_empty(h0, steps),)
+        _, d_h0, d_c0, d_gates_steps, *d_hs_steps = tf.while_loop(
             lambda t, *_: t >= 0,
             backward,
-            (steps - 1, d_h, d_c, _empty(xw[0], steps)),
+            (steps - 1, d_h, d_c, _empty(xw[0], steps), *d_hs_steps),
             maximum_iterations=steps,
         )
         d_xw = d_gates_steps.stack()
@@ -205,9 +203,24 @@ def _fused_forward(
             tf.reshape(d_xw[1:], [-1, gates]),
             transpose_a=True,
         )
-        return d_xw, d_h0, d_c0, d_w_h
+        if projection is None:
+            return d_xw, d_h0, d_c0, d_w_h
+        # d_proj = sum_t (o_t * tanh(c_t))^T @ d_projected_t.
+        hidden, projected = tf.shape(projection)[0], tf.shape(projection)[1]
+        d_projection = tf.matmul(
+            tf.reshape(oo * tanh_cells, [-1, hidden]),
+            tf.reshape(d_hs_steps[0].stack(), [-1, projected]),
+            transpose_a=True,
+        )
+        return d_xw, d_h0, d_c0, d_w_h, d_projection
 
     return (hs, h_final, c_final), grad
+
+
+def _split_where(keep: tf.Tensor, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`x` where `keep` (else 0), and `x` where not `keep` (else 0)."""
+    zeros = tf.zeros_like(x)
+    return tf.where(keep, x, zeros), tf.where(keep, zeros, x)
 
 
 def _sigmoid_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
@@ -220,52 +233,12 @@ def _tanh_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
     return tf.raw_ops.TanhGrad(y=y, dy=dy)
 
 
-def _general(
-    xw: tf.Tensor,
-    h0: tf.Tensor,
-    c0: tf.Tensor,
-    w_h: tf.Tensor,
-    projection: tf.Tensor | None,
-    mask: tf.Tensor | None,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """The recurrence with a projection and an optional `[T, B, 1]` bool mask
-    (differentiated automatically)."""
-    steps = tf.shape(xw)[0]
-    xw_steps = _array(xw)
-    mask_steps = None if mask is None else _array(mask)
-
-    def body(t, h, c, hs):
-        gates = xw_steps.read(t) + tf.matmul(h, w_h)
-        new_h, new_c = rnn_base.lstm_update(gates, c)
-        if projection is not None:
-            new_h = tf.matmul(new_h, projection)
-        hs = hs.write(t, new_h)
-        if mask_steps is not None:
-            keep = mask_steps.read(t)
-            new_h = tf.where(keep, new_h, h)
-            new_c = tf.where(keep, new_c, c)
-        return t + 1, new_h, new_c, hs
-
-    _, h, c, hs = tf.while_loop(
-        lambda t, *_: t < steps,
-        body,
-        (0, h0, c0, _empty(h0, steps)),
-        maximum_iterations=steps,
-    )
-    return hs.stack(), h, c
-
-
-# Keyed by (split, masked).
-_FUSED = {
-    (split, masked): _make_fused(split, masked)
-    for split in (False, True)
-    for masked in (False, True)
-}
+# Keyed by (split, projected, masked).
+_FUSED = {key: _make_fused(*key) for key in itertools.product((False, True), repeat=3)}
 _FUSED_EAGER = {
     key: tf.function(fn, autograph=False, reduce_retracing=True)
     for key, fn in _FUSED.items()
 }
-_general_eager = tf.function(_general, autograph=False, reduce_retracing=True)
 
 
 def lstm_sequence(
@@ -290,19 +263,16 @@ def lstm_sequence(
     """
     h0, c0 = initial_state
     w_h = tf.convert_to_tensor(w_h)
-    eager = tf.executing_eagerly()
+    inputs = [xw, h0, c0, w_h]
+    if projection is not None:
+        inputs.append(tf.convert_to_tensor(projection))
     mask = None
     if sequence_length is not None:
         mask = time_mask(tf.shape(xw)[0], sequence_length)[:, :, None]
-    if projection is None:
-        split = _split_gates(h0.shape[0], w_h)
-        fused = (_FUSED_EAGER if eager else _FUSED)[split, mask is not None]
-        args = (xw, h0, c0, w_h) if mask is None else (xw, h0, c0, w_h, mask)
-        outputs, h, c = fused(*args)
-    else:
-        general = _general_eager if eager else _general
-        projection = tf.convert_to_tensor(projection)
-        outputs, h, c = general(xw, h0, c0, w_h, projection, mask)
+        inputs.append(mask)
+    key = (_split_gates(h0.shape[0], w_h), projection is not None, mask is not None)
+    fused = (_FUSED_EAGER if tf.executing_eagerly() else _FUSED)[key]
+    outputs, h, c = fused(*inputs)
     if mask is not None:
         outputs = tf.where(mask, outputs, tf.zeros_like(outputs))
     return outputs, rnn_base.LSTMState(hidden=h, cell=c)
