@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from sonnet._src import initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
+from sonnet._src.recurrent import gru_sequence, lstm
 
 Initializer = Callable[[Any, Any], Any]
 
@@ -116,6 +117,33 @@ class GRU(rnn_base.RNNCore):
         a = tf.tanh(gates_x[:, two_h:] + tf.matmul(r * prev_state, w_h[:, two_h:]))
         next_state = (1 - z) * prev_state + z * a
         return next_state, next_state
+
+    @utils.no_autograph
+    def _unroll_sequence(
+        self,
+        input_sequence: tf.Tensor,
+        initial_state: Any,
+        sequence_length: tf.Tensor | None,
+    ) -> tuple[tf.Tensor, tf.Tensor] | None:
+        """`dynamic_unroll` of this core with one input matmul for all steps.
+
+        Returns None when a subclass changed the step (then the caller uses
+        the generic loop).
+        """
+        if type(self).__call__ is not GRU.__call__:
+            return None
+        input_sequence = rnn_base.check_inputs(
+            input_sequence, self._dtype, 3, "input_sequence"
+        )
+        initial_state = rnn_base.check_state(
+            initial_state, self._state_spec, input_sequence.shape[1], "initial_state"
+        )
+        rnn_base.check_input_size(input_sequence, self._input_size, "input_sequence")
+        self._initialize(input_sequence)
+        xw = lstm.input_projection(input_sequence, self._w_i, self.b)
+        return gru_sequence.gru_sequence(
+            xw, initial_state, self._w_h, sequence_length=sequence_length
+        )
 
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:

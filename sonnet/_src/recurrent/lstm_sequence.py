@@ -12,7 +12,7 @@ output projection's) are one matmul over all steps afterwards, instead of
 one small accumulated matmul per step as automatic differentiation of the
 loop does. Sequence lengths are a mask in the same loops. On CPU, mid-sized
 recurrent products run as four per-gate matmuls that TensorFlow executes in
-parallel (`_split_gates`). Eagerly, the loop runs inside a `tf.function` so
+parallel (`split_gates`). Eagerly, the loop runs inside a `tf.function` so
 the per-step ops are not dispatched one by one from Python.
 """
 
@@ -27,7 +27,7 @@ import tensorflow as tf
 from sonnet._src.recurrent import base as rnn_base
 
 
-def _empty(like: tf.Tensor, size: Any) -> tf.TensorArray:
+def empty_array(like: tf.Tensor, size: Any) -> tf.TensorArray:
     """An empty `TensorArray` of `size` elements shaped like `like`."""
     return tf.TensorArray(like.dtype, size=size, element_shape=like.shape)
 
@@ -43,10 +43,10 @@ _SPLIT_MAX = 2**26
 _cpu_only: bool | None = None
 
 
-def _split_gates(batch: int | None, w_h: tf.Tensor) -> bool:
+def split_gates(batch: int | None, w_h: tf.Tensor) -> bool:
     """Whether the recurrent product `[B, hidden] @ w_h` runs per gate.
 
-    An unknown batch size counts as 32.
+    Also used by `gru_sequence`. An unknown batch size counts as 32.
     """
     global _cpu_only
     if _cpu_only is None:
@@ -66,7 +66,7 @@ def _make_fused(split: bool, projected: bool, masked: bool) -> Callable[..., Any
     The forward loop also records the cells and the activated gates, from
     which the backward loop computes each step's gradient without
     re-evaluating any nonlinearity. With `split`, `h @ w_h` runs as four
-    per-gate matmuls (see `_split_gates`). The returned function takes
+    per-gate matmuls (see `split_gates`). The returned function takes
     `(xw, h0, c0, w_h)`, then the `[hidden, projection]` output projection if
     `projected`, then a `[T, B, 1]` bool mask if `masked` (where it is False
     the step keeps the previous state; the outputs are then that state and
@@ -132,7 +132,7 @@ def _fused_forward(
     # other arrays hold hs (`[T, B, hidden or projection]`), and i, f, g, o and
     # tanh(new cell), each `[T, B, hidden]`.
     cells = tf.TensorArray(c0.dtype, size=steps + 1, element_shape=c0.shape)
-    arrays = [_empty(h0, steps)] + [_empty(c0, steps) for _ in range(5)]
+    arrays = [empty_array(h0, steps)] + [empty_array(c0, steps) for _ in range(5)]
     _, h_final, c_final, cells, arrays = tf.while_loop(
         lambda t, *_: t < steps,
         forward,
@@ -161,19 +161,19 @@ def _fused_forward(
             d_h = d_h + d_hs[t]
             if mask is not None:  # Masked rows pass the gradient through.
                 keep = mask[t]
-                d_h, d_h_skip = _split_where(keep, d_h)
-                d_c, d_c_skip = _split_where(keep, d_c)
+                d_h, d_h_skip = split_where(keep, d_h)
+                d_c, d_c_skip = split_where(keep, d_c)
             if projection_t is not None:
                 # `d_h` is the projected output's gradient; kept for d_proj.
                 d_hs_steps = (d_hs_steps[0].write(t, d_h),)
                 d_h = tf.matmul(d_h, projection_t)
             i, f, g, o, tanh_c = ii[t], ff[t], gg[t], oo[t], tanh_cells[t]
-            d_o = _sigmoid_grad(o, d_h * tanh_c)
-            d_c = d_c + _tanh_grad(tanh_c, d_h * o)
+            d_o = sigmoid_grad(o, d_h * tanh_c)
+            d_c = d_c + tanh_grad(tanh_c, d_h * o)
             d_parts = [
-                _sigmoid_grad(i, d_c * g),
-                _sigmoid_grad(f, d_c * cells[t]),
-                _tanh_grad(g, d_c * i),
+                sigmoid_grad(i, d_c * g),
+                sigmoid_grad(f, d_c * cells[t]),
+                tanh_grad(g, d_c * i),
                 d_o,
             ]
             d_gates = tf.concat(d_parts, axis=1)
@@ -186,11 +186,11 @@ def _fused_forward(
                 d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
             return (t - 1, d_h, d_c, d_gates_steps.write(t, d_gates), *d_hs_steps)
 
-        d_hs_steps = () if projection is None else (_empty(h0, steps),)
+        d_hs_steps = () if projection is None else (empty_array(h0, steps),)
         _, d_h0, d_c0, d_gates_steps, *d_hs_steps = tf.while_loop(
             lambda t, *_: t >= 0,
             backward,
-            (steps - 1, d_h, d_c, _empty(xw[0], steps), *d_hs_steps),
+            (steps - 1, d_h, d_c, empty_array(xw[0], steps), *d_hs_steps),
             maximum_iterations=steps,
         )
         d_xw = d_gates_steps.stack()
@@ -217,18 +217,18 @@ def _fused_forward(
     return (hs, h_final, c_final), grad
 
 
-def _split_where(keep: tf.Tensor, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def split_where(keep: tf.Tensor, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """`x` where `keep` (else 0), and `x` where not `keep` (else 0)."""
     zeros = tf.zeros_like(x)
     return tf.where(keep, x, zeros), tf.where(keep, zeros, x)
 
 
-def _sigmoid_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
+def sigmoid_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
     """`dy * y * (1 - y)`, the gradient through `y = sigmoid(x)`, in one op."""
     return tf.raw_ops.SigmoidGrad(y=y, dy=dy)
 
 
-def _tanh_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
+def tanh_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
     """`dy * (1 - y**2)`, the gradient through `y = tanh(x)`, in one op."""
     return tf.raw_ops.TanhGrad(y=y, dy=dy)
 
@@ -270,7 +270,7 @@ def lstm_sequence(
     if sequence_length is not None:
         mask = time_mask(tf.shape(xw)[0], sequence_length)[:, :, None]
         inputs.append(mask)
-    key = (_split_gates(h0.shape[0], w_h), projection is not None, mask is not None)
+    key = (split_gates(h0.shape[0], w_h), projection is not None, mask is not None)
     fused = (_FUSED_EAGER if tf.executing_eagerly() else _FUSED)[key]
     outputs, h, c = fused(*inputs)
     if mask is not None:
