@@ -341,6 +341,90 @@ def test_second_order_gradients_through_fused_gru(mode, gate_split):
         assert np.abs(e).max() > 1e-3
 
 
+@pytest.mark.parametrize("lengths", [None, [0, 2, 5]])
+@pytest.mark.parametrize("mode", ["eager", "function", "jit"])
+def test_deep_rnn_of_lstm_and_gru_unrolls_layer_by_layer(mode, lengths, monkeypatch):
+    deep = snt.DeepRNN(
+        [snt.LSTM(4), snt.GRU(3), snt.LSTM(5, projection_size=2)], name="deep"
+    )
+    deep(tf.zeros([B, D]), deep.initial_state(B))
+    _randomize(deep)
+    xs = tf.constant(ref.random(np.random.default_rng(17), T, B, D))
+    n = None if lengths is None else tf.constant(lengths)
+    calls = []
+    layer_unroll = snt.GRU._unroll_sequence
+    monkeypatch.setattr(
+        snt.GRU,
+        "_unroll_sequence",
+        lambda self, *a: calls.append(1) or layer_unroll(self, *a),
+    )
+
+    def run(core_fn):
+        def fn(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                out, state = snt.dynamic_unroll(
+                    core_fn, x, deep.initial_state(B), sequence_length=n
+                )
+                loss = tf.reduce_sum(out * tf.sin(out)) + tf.add_n(
+                    [tf.reduce_sum(tf.square(s)) for s in tf.nest.flatten(state)]
+                )
+            grads = tape.gradient(loss, [x, list(deep.trainable_variables)])
+            return out, state, grads
+
+        return ref.run(mode, fn, xs)
+
+    expected = run(_Plain(deep))  # Steps the stack, differentiated automatically.
+    assert not calls
+    actual = run(deep)
+    assert calls  # The GRU layer ran its fused loop over the whole sequence.
+    for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: snt.LSTM(3), lambda: snt.Conv1DLSTM([4, 2], 2, 3)],
+    ids=["LSTM", "Conv1DLSTM"],
+)
+def test_lstm_bias_created_outside_the_trace_with_the_other_variables(make):
+    # The forget bias is added eagerly: a bias created inside the graph next to
+    # weights created outside it made TensorFlow fall back to conditional
+    # initialization, which intermittently broke dynamic_unroll's gradient
+    # ("AddN must have the same size and shape") for stacked LSTMs.
+    core = make()
+    eager = {}
+
+    def spy(next_creator, **kwargs):
+        variable = next_creator(**kwargs)
+        eager[kwargs["name"]] = tf.executing_eagerly()
+        return variable
+
+    shape = [B, D] if isinstance(core, snt.LSTM) else [B, 4, 2]
+
+    @tf.function
+    def step(x):
+        return core(x, core.initial_state(B))
+
+    with tf.variable_creator_scope(spy):
+        step(tf.ones(shape))
+    assert "b" in eager and all(eager.values()), eager
+    assert step.experimental_get_tracing_count() == 1
+    np.testing.assert_allclose(
+        np.split(core.b.numpy(), 4)[1], np.ones(core.b.shape[0] // 4)
+    )
+
+
+def test_deep_rnn_with_other_layers_steps_the_stack():
+    deep = snt.DeepRNN([snt.LSTM(3), tf.nn.relu, snt.GRU(2)])
+    xs = tf.ones([T, B, D])
+    assert deep._unroll_sequence(xs, deep.initial_state(B), None) is None
+    skip = snt.deep_rnn_with_skip_connections([snt.LSTM(3), snt.GRU(2)])
+    assert skip._unroll_sequence(xs, skip.initial_state(B), None) is None
+    out, _ = snt.dynamic_unroll(deep, xs, deep.initial_state(B))
+    assert out.shape == [T, B, 2]
+
+
 @pytest.mark.parametrize(
     ("batch", "hidden", "cpu_only", "expected"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -288,9 +289,22 @@ def lstm_update(
 
 
 def add_forget_bias(bias: tf.Tensor, forget_bias: float) -> tf.Tensor:
-    """Adds `forget_bias` to the second (forget gate) quarter of `bias`."""
-    i, f, g, o = tf.split(bias, 4)
-    return tf.concat([i, f + tf.cast(forget_bias, bias.dtype), g, o], axis=0)
+    """Adds `forget_bias` to the second (forget gate) quarter of `bias`.
+
+    An eager `bias` (e.g. computed eagerly inside a trace by `snt.once`)
+    gives an eager result, so the variable can be created outside the graph
+    like the others: a mix of variables created inside and outside a traced
+    function made TensorFlow fall back to conditional initialization, which
+    intermittently broke the gradient of a `dynamic_unroll` loop.
+    """
+    context = (
+        tf.init_scope()
+        if isinstance(bias, tf.Tensor) and not tf.is_symbolic_tensor(bias)
+        else contextlib.nullcontext()
+    )
+    with context:
+        i, f, g, o = tf.split(bias, 4)
+        return tf.concat([i, f + tf.cast(forget_bias, bias.dtype), g, o], axis=0)
 
 
 def batch_dim(inputs: tf.Tensor) -> int | None:

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from sonnet._src import utils
 from sonnet._src.recurrent import base as rnn_base
+from sonnet._src.recurrent import gru, lstm
 
 
 def _check_layers(layers: Any) -> None:
@@ -141,6 +142,40 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             current = _leafwise(_concat, *outputs)
         return current, tuple(next_states)
 
+    def _unroll_sequence(
+        self,
+        input_sequence: tf.Tensor,
+        initial_state: Any,
+        sequence_length: tf.Tensor | None,
+    ) -> tuple[Any, tuple[Any, ...]] | None:
+        """`dynamic_unroll` of a plain stack of LSTM/GRU cores, layer by layer.
+
+        Each layer runs over the whole sequence with its fused loop (one
+        input matmul, hand-written gradient) and feeds its output sequence to
+        the next: the same outputs, states and gradients as stepping the
+        stack, since no layer sees a later layer's values. Past a row's
+        sequence length a layer's outputs are zeros instead of its computed
+        outputs, which only feed the next layer's masked (discarded) steps.
+        Returns None (the caller then steps the stack) for anything else:
+        skip connections, plain callables, other cores, or a subclass that
+        changed the step.
+        """
+        if (
+            type(self).__call__ is not _LegacyDeepRNN.__call__
+            or self._skip_connections
+            or not self._layers
+            or not all(_has_fused_unroll(layer) for layer in self._layers)
+            or not isinstance(initial_state, (tuple, list))
+            or len(initial_state) != len(self._layers)
+        ):
+            return None
+        current = input_sequence
+        states = []
+        for layer, state in zip(self._layers, initial_state):
+            current, state = layer._unroll_sequence(current, state, sequence_length)  # noqa: SLF001
+            states.append(state)
+        return current, tuple(states)
+
     def initial_state(self, batch_size: Any, **kwargs: Any) -> tuple[Any, ...]:
         """A tuple of each core layer's `initial_state(batch_size, **kwargs)`."""
         return tuple(
@@ -148,6 +183,12 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             for layer in self._layers
             if isinstance(layer, rnn_base.RNNCore)
         )
+
+
+def _has_fused_unroll(layer: Any) -> bool:
+    """Whether `layer._unroll_sequence` always takes the fused path."""
+    step = type(layer).__call__  # Layers are callable (checked on construction).
+    return step is lstm.LSTM.__call__ or step is gru.GRU.__call__
 
 
 class DeepRNN(_LegacyDeepRNN):
