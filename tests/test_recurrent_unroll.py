@@ -211,6 +211,24 @@ def test_second_order_gradients_through_fused_lstm(
         assert np.abs(e).max() > 1e-3
 
 
+def _assert_matches_finite_differences(weight: tf.Variable, loss) -> None:
+    """The tape gradient of `loss()` w.r.t. `weight` (float64) against central
+    differences, entry by entry."""
+    with tf.GradientTape() as tape:
+        value = loss()
+    analytic = tape.gradient(value, weight).numpy()
+    base, eps = weight.numpy(), 1e-6
+    numeric = np.zeros_like(base)
+    for index in np.ndindex(*base.shape):
+        for sign in (1.0, -1.0):
+            moved = base.copy()
+            moved[index] += sign * eps
+            weight.assign(moved)
+            numeric[index] += sign * float(loss()) / (2 * eps)
+    weight.assign(base)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+
+
 @pytest.mark.parametrize("projection", [None, 2])
 @pytest.mark.parametrize("lengths", [None, [1, 3, 2]])
 def test_fused_lstm_gradients_match_finite_differences(lengths, projection, gate_split):
@@ -234,19 +252,8 @@ def test_fused_lstm_gradients_match_finite_differences(lengths, projection, gate
     weights = [core.hidden_to_hidden]
     if projection is not None:
         weights.append(core.projection)
-    with tf.GradientTape() as tape:
-        value = loss(xs)
-    for weight, analytic in zip(weights, tape.gradient(value, weights)):
-        base, eps = weight.numpy(), 1e-6
-        numeric = np.zeros_like(base)
-        for index in np.ndindex(*base.shape):
-            for sign in (1.0, -1.0):
-                moved = base.copy()
-                moved[index] += sign * eps
-                weight.assign(moved)
-                numeric[index] += sign * float(loss(xs)) / (2 * eps)
-        weight.assign(base)
-        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+    for weight in weights:
+        _assert_matches_finite_differences(weight, lambda: loss(xs))
 
 
 def _gru(hidden: int = 4, dtype: tf.DType = tf.float32) -> snt.GRU:
@@ -300,20 +307,7 @@ def test_fused_gru_gradients_match_finite_differences(lengths, gate_split):
     for a, e in zip(theoretical, numerical):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-8)
 
-    weight = core.hidden_to_hidden
-    with tf.GradientTape() as tape:
-        value = loss(xs, h0)
-    analytic = tape.gradient(value, weight).numpy()
-    base, eps = weight.numpy(), 1e-6
-    numeric = np.zeros_like(base)
-    for index in np.ndindex(*base.shape):
-        for sign in (1.0, -1.0):
-            moved = base.copy()
-            moved[index] += sign * eps
-            weight.assign(moved)
-            numeric[index] += sign * float(loss(xs, h0)) / (2 * eps)
-    weight.assign(base)
-    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+    _assert_matches_finite_differences(core.hidden_to_hidden, lambda: loss(xs, h0))
 
 
 @pytest.mark.parametrize("mode", ["eager", "function"])

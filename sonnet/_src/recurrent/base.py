@@ -288,6 +288,25 @@ def lstm_update(
     return hidden, cell
 
 
+def check_sequence_and_state(
+    core: Any, input_sequence: Any, initial_state: Any
+) -> tuple[tf.Tensor, Any]:
+    """Checks a `[T, B, input_size]` sequence and an initial state for a core's
+    whole-sequence unroll (against its `_dtype`, `_state_spec`, `_input_size`).
+
+    Errors name `input_sequence` and `initial_state`, the unroll's arguments.
+    """
+    input_sequence = check_inputs(input_sequence, core._dtype, 3, "input_sequence")  # noqa: SLF001
+    initial_state = check_state(
+        initial_state,
+        core._state_spec,  # noqa: SLF001
+        input_sequence.shape[1],
+        "initial_state",
+    )
+    check_input_size(input_sequence, core._input_size, "input_sequence")  # noqa: SLF001
+    return input_sequence, initial_state
+
+
 def add_forget_bias(bias: tf.Tensor, forget_bias: float) -> tf.Tensor:
     """Adds `forget_bias` to the second (forget gate) quarter of `bias`.
 

@@ -132,13 +132,9 @@ class GRU(rnn_base.RNNCore):
         """
         if type(self).__call__ is not GRU.__call__:
             return None
-        input_sequence = rnn_base.check_inputs(
-            input_sequence, self._dtype, 3, "input_sequence"
+        input_sequence, initial_state = rnn_base.check_sequence_and_state(
+            self, input_sequence, initial_state
         )
-        initial_state = rnn_base.check_state(
-            initial_state, self._state_spec, input_sequence.shape[1], "initial_state"
-        )
-        rnn_base.check_input_size(input_sequence, self._input_size, "input_sequence")
         self._initialize(input_sequence)
         xw = lstm.input_projection(input_sequence, self._w_i, self.b)
         return gru_sequence.gru_sequence(
