@@ -119,25 +119,68 @@ def test_reversed_with_one_unknown_dim():
             TypeError,
             "`preserve_dims` must be an",
         ),
-        ({"output_shape": 2}, TypeError, "`output_shape` must be a sequence"),
-        ({"output_shape": [2.0]}, TypeError, "`output_shape` must contain only ints"),
-        ({"output_shape": [-2]}, ValueError, "`output_shape` must contain sizes >= 0"),
-        (
-            {"output_shape": [-1, -1]},
-            ValueError,
-            "`output_shape` must contain at most one",
-        ),
-        ({"output_shape": [0, -1]}, ValueError, "`output_shape` must not contain both"),
-        (
-            {"output_shape": tf.TensorShape(None)},
-            ValueError,
-            "`output_shape` must have a known rank",
-        ),
     ],
 )
 def test_bad_constructor_arguments(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         snt.Reshape(**kwargs)
+
+
+# As in the original, `output_shape` is only checked by the first call: a
+# non-integer size is a ValueError, a bad size an InvalidArgumentError (ours
+# is both a ValueError and a `tf.errors.InvalidArgumentError`).
+@pytest.mark.parametrize(
+    "output_shape, error, fragment",
+    [
+        (2, ValueError, "`output_shape` must be a sequence"),
+        ([2.0], ValueError, "`output_shape` must contain only ints"),
+        ([7, "string"], ValueError, "`output_shape` must contain only ints"),
+        ([-2], tf.errors.InvalidArgumentError, "`output_shape` must contain sizes"),
+        ([-1, -1], tf.errors.InvalidArgumentError, "`output_shape` must contain at"),
+        ([0, -1], tf.errors.InvalidArgumentError, "`output_shape` must not contain"),
+        (tf.TensorShape(None), ValueError, "`output_shape` must have a known rank"),
+    ],
+)
+def test_bad_output_shape_fails_on_first_call(output_shape, error, fragment):
+    reshape = snt.Reshape(output_shape)
+    with pytest.raises(error, match=fragment) as info:
+        reshape(_x(2, 3, 4))
+    assert isinstance(info.value, ValueError)
+
+
+def test_size_mismatch_is_an_invalid_argument_error():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have 24 elements"):
+        snt.Reshape([6, 4])(_x(8, 2, 2, 4))
+
+
+@pytest.mark.parametrize(
+    "size", [np.int64(12), np.array(12), tf.constant(12), tf.constant(12, tf.int64)]
+)
+def test_integer_spellings_of_sizes(size):
+    assert snt.Reshape([size])(_x(2, 3, 4)).shape == [2, 12]
+    assert snt.Reshape([-1], preserve_dims=size // 12 + 1)(_x(2, 3, 4)).shape == [
+        2,
+        3,
+        4,
+    ]
+    assert snt.Flatten(preserve_dims=True)(_x(2, 3, 4)).shape == [2, 12]
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+@pytest.mark.parametrize("preserve", [(1,), (None,), (None, 5), (None, None)])
+def test_unknown_preserved_dims_under_tf_function(autograph, preserve):
+    spec = tf.TensorSpec([*preserve, 13, 84, 3, 2])
+    reshape = snt.Reshape([13, 21, 3, 8], preserve_dims=len(preserve))
+    f = tf.function(reshape, autograph=autograph).get_concrete_function(spec)
+    assert f.outputs[0].shape.as_list() == [*preserve, 13, 21, 3, 8]
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+def test_unknown_reshaped_dims_under_tf_function(autograph):
+    flatten = tf.function(snt.Flatten(), autograph=autograph)
+    f = flatten.get_concrete_function(tf.TensorSpec([None, None, None]))
+    assert f.outputs[0].shape.as_list() == [None, None]
+    assert flatten(_x(2, 3, 4)).shape == [2, 12]
 
 
 def test_flatten_bad_preserve_dims():

@@ -8,11 +8,17 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, once, utils
+from sonnet._src import base, checks, once, utils
 from sonnet._src import linear as linear_lib
 
 
 def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
+    """Validates `output_shape` on the first call, as the original's reshape did.
+
+    The original checked nothing when constructed and let `tf.reshape` fail:
+    a non-integer size is a `ValueError`, a bad size or wildcard an
+    `InvalidArgumentError`. Ours fail at the same call, with those types.
+    """
     if isinstance(output_shape, tf.TensorShape):
         if output_shape.rank is None:
             raise utils.bad_value(
@@ -20,32 +26,31 @@ def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
             )
         output_shape = [-1 if d is None else d for d in output_shape.as_list()]
     if isinstance(output_shape, (str, bytes)) or not isinstance(output_shape, Sequence):
-        raise utils.bad_type(
+        raise utils.bad_value(
             "output_shape",
             "must be a sequence of sizes (ints, at most one -1)",
             output_shape,
         )
-    for d in output_shape:
-        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise utils.bad_type(
-                "output_shape", "must contain only ints (at most one -1)", output_shape
-            )
-        if d < -1:
-            raise utils.bad_value(
-                "output_shape", "must contain sizes >= 0 or a single -1", output_shape
-            )
-    shape = tuple(int(d) for d in output_shape)
-    if shape.count(-1) > 1:
+    shape = tuple(checks.as_index(d) for d in output_shape)
+    if any(d is None for d in shape):
         raise utils.bad_value(
+            "output_shape", "must contain only ints (at most one -1)", output_shape
+        )
+    if any(d < -1 for d in shape):  # type: ignore[operator]
+        raise checks.invalid_argument(
+            "output_shape", "must contain sizes >= 0 or a single -1", output_shape
+        )
+    if shape.count(-1) > 1:
+        raise checks.invalid_argument(
             "output_shape", "must contain at most one -1 (inferred size)", output_shape
         )
     if -1 in shape and 0 in shape:
-        raise utils.bad_value(
+        raise checks.invalid_argument(
             "output_shape",
             "must not contain both -1 and 0 (the -1 could not be inferred)",
             output_shape,
         )
-    return shape
+    return shape  # type: ignore[return-value]
 
 
 class Reshape(base.Module):
@@ -82,13 +87,14 @@ class Reshape(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._output_shape = _check_output_shape(output_shape)
-        self._preserve_dims = utils.check_positive_int("preserve_dims", preserve_dims)
+        self._output_shape = output_shape
+        self._preserve_dims = checks.size("preserve_dims", preserve_dims)
 
     @once.once
     def _initialize(self, inputs: Any) -> None:
         shape, _ = linear_lib.shape_and_dtype(inputs)
         self._check_rank(shape)
+        self._shape = _check_output_shape(self._output_shape)
         self._input_shape = shape
 
     @base.no_name_scope
@@ -100,6 +106,7 @@ class Reshape(base.Module):
                 shape,
             )
 
+    @utils.no_autograph
     def __call__(self, inputs: Any) -> tf.Tensor:
         """Reshapes `inputs`.
 
@@ -110,8 +117,11 @@ class Reshape(base.Module):
           The reshaped tensor.
 
         Raises:
-          ValueError: if `inputs` has too low a rank, or a size that does not
-            fit `output_shape`.
+          ValueError: if `inputs` has too low a rank, or `output_shape` is not
+            a sequence of ints (checked on the first call, as the original).
+          InvalidArgumentError: (also a `ValueError`) if `output_shape` has a
+            size below -1 or more than one -1, or does not fit the size of
+            `inputs`.
         """
         self._initialize(inputs)
         if not isinstance(inputs, (tf.Tensor, tf.Variable)):
@@ -119,7 +129,7 @@ class Reshape(base.Module):
         shape = inputs.shape
         self._check_rank(shape)
         p = self._preserve_dims
-        output_shape = list(self._output_shape)
+        output_shape = list(self._shape)
         trailing = shape[p:]
         if trailing.is_fully_defined():
             size = trailing.num_elements()
@@ -129,25 +139,20 @@ class Reshape(base.Module):
             else:
                 fits, expected = size == known, str(known)
             if not fits:
-                raise utils.bad_value(
+                raise checks.invalid_argument(
                     "inputs",
                     f"must have {expected} elements after the first {p} "
-                    f"dimension(s) to be reshaped to {list(self._output_shape)}",
+                    f"dimension(s) to be reshaped to {list(self._shape)}",
                     shape,
                 )
             if -1 in output_shape:
                 output_shape[output_shape.index(-1)] = size // known
         leading = shape[:p]
         if leading.is_fully_defined():
-            target: Any = leading.as_list() + output_shape
+            target = leading.as_list() + output_shape
         else:
             target = tf.concat([tf.shape(inputs)[:p], output_shape], axis=0)
-        try:
-            return tf.reshape(inputs, target)
-        except linear_lib.OP_ERRORS as e:
-            raise utils.bad_value(
-                "inputs", f"could not be reshaped to {self._output_shape} ({e})", shape
-            ) from e
+        return tf.reshape(inputs, target)
 
     @base.no_name_scope
     def reversed(self, name: str | None = None) -> Reshape:
