@@ -134,7 +134,8 @@ def test_repr():
     [
         ({"groups": 0}, ValueError, "`groups` must be a positive integer"),
         ({"groups": 1.5}, TypeError, "`groups` must be an integer"),
-        ({"axis": "x"}, TypeError, "`axis` must be an int, a slice or an iterable"),
+        ({"axis": "x"}, ValueError, "`axis` must be an int, a slice or an iterable"),
+        ({"axis": ["x"]}, ValueError, "`axis` must be an int, a slice or an iterable"),
         (
             {"create_scale": False, "scale_init": snt.initializers.Ones()},
             ValueError,
@@ -153,6 +154,29 @@ def test_constructor_errors(kwargs, error, match):
     args = {"groups": 2, **kwargs}
     with pytest.raises(error, match=match):
         snt.GroupNorm(**args)
+
+
+def test_positional_bool_axis_is_axis_one():
+    # `GroupNorm(2, True, True)` is axis 1 and create_scale=True in the original.
+    gn = snt.GroupNorm(2, True, True)
+    x = np.random.RandomState(0).randn(3, 4, 6).astype(np.float32)
+    grouped = x.reshape([3, 4, 2, 3])  # Axis 1 only, as the original.
+    mean = grouped.mean(axis=1, keepdims=True)
+    variance = grouped.var(axis=1, keepdims=True)
+    expected = ((grouped - mean) / np.sqrt(variance + 1e-5)).reshape(x.shape)
+    np.testing.assert_allclose(gn(tf.constant(x)), expected, atol=1e-5)
+    assert gn.scale.shape == [6] and gn.offset is not None
+
+
+def test_group_norm_sizes_as_tensors():
+    gn = snt.GroupNorm(tf.constant(2), eps=np.float32(1e-3))
+    assert gn(tf.random.normal([2, 4])).shape == [2, 4]
+
+
+def test_unknown_channels_rejected():
+    gn = snt.GroupNorm(2, create_scale=False, create_offset=False)
+    with pytest.raises(ValueError, match="statically known number of channels"):
+        tf.function(gn).get_concrete_function(tf.TensorSpec([None, None]))
 
 
 def test_groups_must_divide_channels():

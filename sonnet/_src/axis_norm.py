@@ -8,39 +8,35 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, utils
-from sonnet._src.batch_norm import (
-    check_eps,
-    check_flag,
-    check_initializer,
-    check_unused_init,
-)
+from sonnet._src import base, checks, initializers, utils
 from sonnet._src.once import once
 
 AxisLike = int | slice | Sequence[int]
 
 
 def check_axis(axis: Any) -> tuple[int, ...] | slice:
-    """Validates an `axis` argument: an int, a slice or an iterable of ints."""
+    """Validates an `axis` argument: an int, a slice or an iterable of ints.
+
+    As in the original, bools count as ints (`axis=True` is axis 1) and
+    anything else is a `ValueError`.
+    """
     if isinstance(axis, slice):
         return axis
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
-        return (int(axis),)
     if isinstance(axis, Iterable) and not isinstance(
         axis, (str, bytes, tf.Tensor, tf.Variable)
     ):
         try:
-            items: list[Any] = list(axis)
-        except TypeError:  # E.g. a 0-d NumPy array.
-            items = [None]
-        ints = [
-            int(a)
-            for a in items
-            if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
-        ]
-        if len(ints) == len(items):
-            return tuple(ints)
-    raise utils.bad_type("axis", "must be an int, a slice or an iterable of ints", axis)
+            items = [checks.as_index(a) for a in axis]
+        except TypeError:  # A 0-d NumPy array: an int below.
+            items = None
+        if items is not None and None not in items:
+            return tuple(items)  # type: ignore[arg-type]
+    index = checks.as_index(axis)
+    if index is None or isinstance(axis, (str, bytes)):
+        raise utils.bad_value(
+            "axis", "must be an int, a slice or an iterable of ints", axis
+        )
+    return (index,)
 
 
 def resolve_axis(axis: tuple[int, ...] | slice, rank: int) -> tuple[int, ...]:
@@ -71,13 +67,15 @@ class NormParams:
         offset_init: Any,
         data_format: Any,
     ) -> None:
-        self._create_scale = check_flag("create_scale", create_scale)
-        self._create_offset = check_flag("create_offset", create_offset)
-        self._eps = check_eps(eps)
-        check_initializer("scale_init", scale_init)
-        check_initializer("offset_init", offset_init)
-        check_unused_init("scale_init", scale_init, "create_scale", self._create_scale)
-        check_unused_init(
+        self._create_scale = checks.flag("create_scale", create_scale)
+        self._create_offset = checks.flag("create_offset", create_offset)
+        self._eps = checks.real("eps", eps, minimum=0)
+        checks.initializer("scale_init", scale_init)
+        checks.initializer("offset_init", offset_init)
+        checks.unused_initializer(
+            "scale_init", scale_init, "create_scale", self._create_scale
+        )
+        checks.unused_initializer(
             "offset_init", offset_init, "create_offset", self._create_offset
         )
         self._channel_index = utils.get_channel_index(data_format)
@@ -97,7 +95,9 @@ class NormParams:
         rank = shape.rank
         channel_axis = rank - 1 if self._channel_index == -1 else 1
         channels = shape[channel_axis]
-        if not channels:
+        # Only the parameters need a known number of channels.
+        needs_channels = self._create_scale or self._create_offset
+        if channels == 0 or (channels is None and needs_channels):
             raise utils.bad_value(
                 "inputs",
                 "must have a statically known, non-zero number of channels",
@@ -153,7 +153,7 @@ class NormParams:
                 "inputs", f"must keep the rank of the first call ({self._rank})", inputs
             )
         channels = shape[self._channel_axis]
-        if channels is not None and channels != self._channels:
+        if channels not in (None, self._channels) and self._channels is not None:
             raise utils.bad_value(
                 "inputs",
                 f"must keep the number of channels of the first call "

@@ -200,3 +200,13 @@ def dtype(argument: str, value: Any, floating: bool = False) -> tf.DType:
     if floating and not result.is_floating:
         raise bad_value(argument, "must be a floating point dtype", result)
     return result
+
+
+def unused_initializer(argument: str, value: Any, flag_name: str, used: bool) -> None:
+    """Rejects an initializer for a parameter the module will not create.
+
+    The original raised a `ValueError` for e.g. `scale_init` given with
+    `create_scale=False`.
+    """
+    if value is not None and not used:
+        raise bad_value(argument, f"must be None when `{flag_name}=False`", value)

@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, initializers, utils
+from sonnet._src import base, checks, initializers, utils
 from sonnet._src.axis_norm import AxisLike, NormParams, check_axis, resolve_axis
 from sonnet._src.once import once
 
@@ -58,7 +58,7 @@ class GroupNorm(NormParams, base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._groups = utils.check_positive_int("groups", groups)
+        self._groups = checks.size("groups", groups)
         self._axis = check_axis(axis)
         self.check_common(
             create_scale, create_offset, eps, scale_init, offset_init, data_format
@@ -68,6 +68,10 @@ class GroupNorm(NormParams, base.Module):
     def _initialize(self, inputs: tf.Tensor) -> None:
         self.build_params(inputs)
         rank, channels, groups = self._rank, self._channels, self._groups
+        if channels is None:
+            raise utils.bad_value(
+                "inputs", "must have a statically known number of channels", inputs
+            )
         if channels % groups:
             raise utils.bad_value(
                 "inputs",
