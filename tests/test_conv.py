@@ -514,8 +514,8 @@ def test_works_inside_tf_function_and_creates_variables_there():
             ValueError,
             "`b_init` must be None when `with_bias=False`",
         ),
-        ({"w_init": 1.0}, TypeError, "`w_init` must be an initializer"),
-        ({"b_init": "zeros"}, TypeError, "`b_init` must be an initializer"),
+        ({"w_init": 1.0}, TypeError, "`w_init` must be a callable"),
+        ({"b_init": "zeros"}, TypeError, "`b_init` must be a callable"),
         ({"name": "a b"}, ValueError, "`name` must be a valid Python identifier"),
     ],
 )

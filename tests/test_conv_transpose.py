@@ -403,13 +403,13 @@ def test_empty_batch():
         ({"stride": 0}, ValueError, "`stride` must be a positive"),
         ({"rate": "x"}, TypeError, "`rate` must be a positive integer or a seq"),
         ({"data_format": "NCDHW"}, ValueError, "`data_format` must be 'NHWC'"),
-        ({"with_bias": None}, TypeError, "`with_bias` must be a bool"),
+        ({"with_bias": "no"}, TypeError, "`with_bias` must be a bool"),
         (
             {"with_bias": False, "b_init": snt.initializers.Ones()},
             ValueError,
             "`b_init` must be None when `with_bias=False`",
         ),
-        ({"w_init": "ones"}, TypeError, "`w_init` must be an initializer"),
+        ({"w_init": "ones"}, TypeError, "`w_init` must be a callable"),
     ],
 )
 def test_constructor_errors(kwargs: dict[str, Any], error: type, match: str):

@@ -231,13 +231,13 @@ def test_repr():
         ({"padding": snt.pad.same}, ValueError, "`padding` must be 'SAME' or 'VALID'"),
         ({"data_format": "NCW"}, ValueError, "`data_format` must be 'NHWC'"),
         ({"data_format": "channels_middle"}, ValueError, "`data_format` must be"),
-        ({"with_bias": 1}, TypeError, "`with_bias` must be a bool"),
+        ({"with_bias": "1"}, TypeError, "`with_bias` must be a bool"),
         (
             {"with_bias": False, "b_init": snt.initializers.Zeros()},
             ValueError,
             "`b_init` must be None when `with_bias=False`",
         ),
-        ({"w_init": 3}, TypeError, "`w_init` must be an initializer"),
+        ({"w_init": 3}, TypeError, "`w_init` must be a callable"),
     ],
 )
 def test_constructor_errors(kwargs: dict[str, Any], error: type, match: str):

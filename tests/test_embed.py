@@ -124,7 +124,7 @@ def test_densified_gradients_in_tf_function():
             TypeError,
             "`trainable` must be a bool",
         ),
-        ({"vocab_size": 3, "densify_gradients": 1}, TypeError, "`densify_gradients`"),
+        ({"vocab_size": 3, "densify_gradients": "1"}, TypeError, "`densify_gradients`"),
         (
             {"vocab_size": 3, "dtype": "foo"},
             TypeError,

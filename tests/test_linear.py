@@ -97,11 +97,47 @@ def test_b_init_without_bias_raises():
 
 
 @pytest.mark.parametrize(
+    "output_size",
+    [
+        3,
+        np.int64(3),
+        np.array(3),
+        tf.constant(3),
+        tf.constant(3, tf.int64),
+        tf.size(tf.zeros([3])),
+    ],
+)
+def test_integer_spellings_of_output_size(output_size):
+    lin = snt.Linear(output_size, with_bias=np.bool_(True))
+    assert lin.output_size == 3 and type(lin.output_size) is int
+    assert lin(tf.ones([2, 4])).shape == [2, 3]
+
+
+def test_output_size_from_a_traced_static_size():
+    @tf.function
+    def f(x):
+        return snt.Linear(tf.size(x[0]))(x)
+
+    assert f(tf.ones([2, 4])).shape == [2, 4]
+
+
+@pytest.mark.parametrize("with_bias, has_bias", [(1, True), (0, False), (None, False)])
+def test_with_bias_is_read_by_truth_value(with_bias, has_bias):
+    lin = snt.Linear(2, with_bias=with_bias)
+    lin(tf.ones([1, 3]))
+    assert hasattr(lin, "b") == has_bias
+
+
+@pytest.mark.parametrize(
     "kwargs, error, fragment",
     [
         ({"output_size": 0}, ValueError, "`output_size` must be a positive"),
         ({"output_size": 2.5}, TypeError, "`output_size` must be an integer"),
-        ({"output_size": 2, "with_bias": 1}, TypeError, "`with_bias` must be a bool"),
+        (
+            {"output_size": 2, "with_bias": "no"},
+            TypeError,
+            "`with_bias` must be a bool",
+        ),
         (
             {"output_size": 2, "w_init": "zeros"},
             TypeError,

@@ -257,7 +257,7 @@ def test_reverse_before_call():
             "`dropout_rate` must be a",
         ),
         (
-            {"output_sizes": [3], "activate_final": 1},
+            {"output_sizes": [3], "activate_final": "1"},
             TypeError,
             "`activate_final` must be",
         ),

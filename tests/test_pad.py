@@ -46,7 +46,7 @@ def test_functions_reject_non_positive(fn, k):
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
-@pytest.mark.parametrize("k", [2.0, "3", None, True])
+@pytest.mark.parametrize("k", [2.0, "3", None])
 def test_functions_reject_non_integers(fn, k):
     with pytest.raises(TypeError, match="`effective_kernel_size` must be an integer"):
         fn(k)

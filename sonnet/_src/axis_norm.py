@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, utils

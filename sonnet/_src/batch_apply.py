@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, utils
-from sonnet._src import linear as linear_lib
+from sonnet._src import base, checks, utils
 
 
 def _is_tensor(x: Any) -> bool:
@@ -35,7 +34,7 @@ def merge_leading_dims(x: Any, num_dims: int) -> Any:
     >>> snt.merge_leading_dims(tf.zeros([2, 3, 4]), num_dims=2).shape
     TensorShape([6, 4])
     """
-    num_dims = utils.check_positive_int("num_dims", num_dims)
+    num_dims = checks.size("num_dims", num_dims)
     if not _is_tensor(x):
         return x
     shape = x.shape
@@ -78,7 +77,7 @@ def split_leading_dim(x: Any, example: Any, num_dims: int) -> Any:
     >>> snt.split_leading_dim(x, tf.zeros([2, 3, 4]), num_dims=2).shape
     TensorShape([2, 3, 5])
     """
-    num_dims = utils.check_positive_int("num_dims", num_dims)
+    num_dims = checks.size("num_dims", num_dims)
     if not _is_tensor(x) or x.shape.rank == 0:
         return x
     try:
@@ -136,11 +135,9 @@ class BatchApply(base.Module):
         self, module: Callable[..., Any], num_dims: int = 2, name: str | None = None
     ):
         super().__init__(name=name)
-        linear_lib.check_callable(
-            "module", module, "must be a module or function (not a class)"
-        )
+        checks.function("module", module, "must be a module or function (not a class)")
         self.module = module
-        self.num_dims = utils.check_positive_int("num_dims", num_dims)
+        self.num_dims = checks.size("num_dims", num_dims)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls `module` on the merged inputs and splits its outputs.

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, once, utils
+from sonnet._src import base, checks, initializers, once, utils
 from sonnet._src import linear as linear_lib
 
 _BIAS_ADD = tf.raw_ops.BiasAdd
@@ -156,7 +156,7 @@ class Bias(base.Module):
         self.bias_dims = (
             None if bias_dims is None else _check_int_sequence("bias_dims", bias_dims)
         )
-        linear_lib.check_initializer("b_init", b_init)
+        checks.initializer("b_init", b_init)
         self.b_init = initializers.Zeros() if b_init is None else b_init
 
     @base.no_name_scope
@@ -257,7 +257,7 @@ class Bias(base.Module):
         ):
             try:
                 return _BIAS_ADD(value=inputs, bias=self.b)
-            except linear_lib.OP_ERRORS as e:
+            except checks.OP_ERRORS as e:
                 self._check_inputs(inputs, e)
                 raise utils.bad_value(
                     "inputs", f"could not be added to the bias ({e})", inputs
@@ -278,7 +278,7 @@ class Bias(base.Module):
             b = b * multiplier
         try:
             return tf.add(inputs, b)
-        except linear_lib.OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             raise utils.bad_value(
                 "inputs", f"could not be added to the bias ({e})", inputs
             ) from e

@@ -30,6 +30,20 @@ from sonnet._src import utils
 bad_value = utils.bad_value
 bad_type = utils.bad_type
 
+# What TF raises when an op cannot handle its operands: eagerly at run time
+# (`InvalidArgumentError`; `NotFoundError` when no kernel supports the dtype;
+# oneDNN's CPU kernels report some as `AbortedError`) or, while tracing, a
+# `ValueError`/`TypeError` from shape and dtype inference. Modules catch these
+# around their ops (a zero-cost `try`) to explain the failure in our words.
+OP_ERRORS = (
+    tf.errors.InvalidArgumentError,
+    tf.errors.NotFoundError,
+    tf.errors.UnimplementedError,
+    tf.errors.AbortedError,
+    ValueError,
+    TypeError,
+)
+
 
 class InvalidArgumentError(ValueError, tf.errors.InvalidArgumentError):
     """A clean error for an input on which the original's TF op failed.
@@ -46,7 +60,9 @@ class InvalidArgumentError(ValueError, tf.errors.InvalidArgumentError):
         return (type(self), (self.message,))
 
 
-def invalid_argument(argument: str, expected: str, received: Any) -> InvalidArgumentError:
+def invalid_argument(
+    argument: str, expected: str, received: Any
+) -> InvalidArgumentError:
     """`InvalidArgumentError` in the project's template (see `utils.bad_value`)."""
     return InvalidArgumentError(str(bad_value(argument, expected, received)))
 
@@ -149,8 +165,10 @@ def real(
     """
     if isinstance(value, (tf.Tensor, tf.Variable)):
         dtype = value.dtype
-        if not allow_tensor or dtype.is_bool or not (
-            dtype.is_floating or dtype.is_integer
+        if (
+            not allow_tensor
+            or dtype.is_bool
+            or not (dtype.is_floating or dtype.is_integer)
         ):
             raise bad_type(argument, "must be a real number", value)
         if value.shape.rank not in (0, None):
@@ -170,6 +188,17 @@ def real(
     if maximum is not None and result > maximum:
         raise bad_value(argument, f"must be <= {maximum}", value)
     return result
+
+
+def function(argument: str, value: Any, expected: str = "must be callable") -> None:
+    """Raises a `TypeError` unless `value` is callable and not a class.
+
+    Classes are callable, but passing one where a function or an instance is
+    expected (`snt.initializers.Ones` for `snt.initializers.Ones()`) is always
+    a mistake.
+    """
+    if not callable(value) or isinstance(value, type):
+        raise bad_type(argument, expected, value)
 
 
 def callable_or_none(argument: str, value: Any, expected: str = "callable") -> None:

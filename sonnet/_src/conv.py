@@ -31,23 +31,10 @@ from typing import Any, cast
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, once, pad, utils
+from sonnet._src import base, checks, initializers, once, pad, utils
 
 # Channels-last and channels-first layouts for each number of spatial dims.
 FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
-
-# Errors a TF op raises on inputs it cannot handle: eagerly at run time
-# (`InvalidArgumentError`) or while tracing, from shape/dtype inference.
-# oneDNN's CPU kernels report some invalid inputs as `AbortedError`; a dtype
-# no kernel supports (e.g. strings into a dilated convolution's
-# `SpaceToBatchND`) gives `NotFoundError`.
-OP_ERRORS = (
-    tf.errors.InvalidArgumentError,
-    tf.errors.AbortedError,
-    tf.errors.NotFoundError,
-    ValueError,
-    TypeError,
-)
 
 Padding = Callable[[int], Sequence[int]]
 
@@ -103,24 +90,7 @@ def check_sizes(argument: str, value: Any, num_spatial_dims: int) -> tuple[int, 
             argument, "must be a positive integer or a sequence of them", value
         )
     values = utils.replicate(value, num_spatial_dims, argument)
-    return tuple(utils.check_positive_int(argument, v) for v in values)
-
-
-def check_bool(argument: str, value: Any) -> bool:
-    """Returns `value` as a bool, raising unless it is a Python/NumPy bool."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise utils.bad_type(argument, "must be a bool", value)
-    return bool(value)
-
-
-def check_initializer(argument: str, value: Any) -> None:
-    """Raises unless `value` is None or callable as `init(shape, dtype)`."""
-    if value is not None and not callable(value):
-        raise utils.bad_type(
-            argument,
-            "must be an initializer (a callable (shape, dtype)) or None",
-            value,
-        )
+    return tuple(checks.size(argument, v) for v in values)
 
 
 def check_no_stride_with_rate(stride: Sequence[int], rate: Sequence[int]) -> None:
@@ -136,7 +106,7 @@ def check_no_stride_with_rate(stride: Sequence[int], rate: Sequence[int]) -> Non
 
 def bias_initializer(with_bias: bool, b_init: Any) -> Any:
     """The bias initializer to store: `b_init`, `Zeros()` or None without bias."""
-    check_initializer("b_init", b_init)
+    checks.initializer("b_init", b_init)
     if with_bias:
         return initializers.Zeros() if b_init is None else b_init
     if b_init is not None:
@@ -406,9 +376,7 @@ class ConvND(base.Module):
         n = check_num_spatial_dims(num_spatial_dims, "convolutions")
         self._num_spatial_dims = n
         self._rank = n + 2
-        self.output_channels = utils.check_positive_int(
-            "output_channels", output_channels
-        )
+        self.output_channels = checks.size("output_channels", output_channels)
         self.kernel_shape = kernel_shape
         self.stride = stride
         self.rate = rate
@@ -419,8 +387,8 @@ class ConvND(base.Module):
         self._channels_first = check_data_format(data_format, n)
         self._channel_index = 1 if self._channels_first else -1
         self.data_format = data_format
-        self.with_bias = check_bool("with_bias", with_bias)
-        check_initializer("w_init", w_init)
+        self.with_bias = checks.flag("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
         self.w_init = w_init
         self.b_init = bias_initializer(self.with_bias, b_init)
 
@@ -621,7 +589,7 @@ class ConvND(base.Module):
                 )
             if self._transpose:
                 y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
-        except OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
         return y
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, conv, initializers, once, utils
+from sonnet._src import base, checks, conv, initializers, once, utils
 
 
 def dilate_kernel(w: tf.Tensor, rates: Sequence[int]) -> tf.Tensor:
@@ -62,7 +62,7 @@ def _check_output_shape(output_shape: Any, n: int) -> tuple[int, ...] | None:
             f"must have length {n} (one size per spatial dimension)",
             output_shape,
         )
-    return tuple(utils.check_positive_int("output_shape", d) for d in output_shape)
+    return tuple(checks.size("output_shape", d) for d in output_shape)
 
 
 def _input_size(output_size: int, stride: int, k: int, rate: int, padding: str) -> int:
@@ -134,9 +134,7 @@ class ConvNDTranspose(base.Module):
         n = conv.check_num_spatial_dims(num_spatial_dims, "transposed convolutions")
         self._num_spatial_dims = n
         self._rank = n + 2
-        self._output_channels = utils.check_positive_int(
-            "output_channels", output_channels
-        )
+        self._output_channels = checks.size("output_channels", output_channels)
         self._kernel_shape = kernel_shape
         self._kernel = conv.check_sizes("kernel_shape", kernel_shape, n)
         self._fixed_spatial = _check_output_shape(output_shape, n)
@@ -166,8 +164,8 @@ class ConvNDTranspose(base.Module):
             )
         self._channel_index = 1 if self._channels_first else -1
         self._data_format = data_format
-        self._with_bias = conv.check_bool("with_bias", with_bias)
-        conv.check_initializer("w_init", w_init)
+        self._with_bias = checks.flag("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
         self._w_init = w_init
         self._b_init = conv.bias_initializer(self._with_bias, b_init)
 
@@ -354,7 +352,7 @@ class ConvNDTranspose(base.Module):
                 )
             if self._transpose:
                 y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
-        except conv.OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             raise self._call_error(inputs, e) from e
         return y
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, conv, initializers, once, utils
+from sonnet._src import base, checks, conv, initializers, once, utils
 
 
 class DepthwiseConv2D(base.Module):
@@ -68,9 +68,7 @@ class DepthwiseConv2D(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.channel_multiplier = utils.check_positive_int(
-            "channel_multiplier", channel_multiplier
-        )
+        self.channel_multiplier = checks.size("channel_multiplier", channel_multiplier)
         self.kernel_shape = kernel_shape
         self._kernel = conv.check_sizes("kernel_shape", kernel_shape, 2)
         strides = conv.check_sizes("stride", stride, 2)
@@ -87,8 +85,8 @@ class DepthwiseConv2D(base.Module):
             )
         self.padding = padding
         self._conv_padding = padding.upper()
-        self.with_bias = conv.check_bool("with_bias", with_bias)
-        conv.check_initializer("w_init", w_init)
+        self.with_bias = checks.flag("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
         self.w_init = w_init
         self.b_init = conv.bias_initializer(self.with_bias, b_init)
 
@@ -182,7 +180,7 @@ class DepthwiseConv2D(base.Module):
                 )
             if self._transpose:
                 y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
-        except conv.OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             raise conv.call_error(
                 inputs,
                 e,

@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, utils
-from sonnet._src import linear as linear_lib
+from sonnet._src import base, checks, utils
 
 
 def check_rate(argument: str, rate: Any) -> Any:
@@ -142,7 +141,7 @@ class Dropout(base.Module):
             outputs = tf.nn.dropout(
                 x, rate=self._rate, noise_shape=noise_shape, seed=self._seed
             )
-        except linear_lib.OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             raise utils.bad_value(
                 "noise_shape", f"must broadcast to the shape of `x` ({e})", noise_shape
             ) from e

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, utils
+from sonnet._src import base, checks, initializers, utils
 from sonnet._src import linear as linear_lib
 
 
@@ -25,7 +25,7 @@ def embedding_dim(vocab_size: int) -> int:
     >>> embedding_dim(100), embedding_dim(10000)
     (19, 60)
     """
-    vocab_size = utils.check_positive_int("vocab_size", vocab_size)
+    vocab_size = checks.size("vocab_size", vocab_size)
     return int(round(6.0 * math.sqrt(math.sqrt(vocab_size))))
 
 
@@ -96,11 +96,11 @@ class Embed(base.Module):
                     "is required)",
                     vocab_size,
                 )
-            vocab_size = utils.check_positive_int("vocab_size", vocab_size)
+            vocab_size = checks.size("vocab_size", vocab_size)
             if embed_dim is None:
                 embed_dim = embedding_dim(vocab_size)
-            embed_dim = utils.check_positive_int("embed_dim", embed_dim)
-            linear_lib.check_initializer("initializer", initializer)
+            embed_dim = checks.size("embed_dim", embed_dim)
+            checks.initializer("initializer", initializer)
             if initializer is None:
                 initializer = initializers.TruncatedNormal()
             value = linear_lib.initial_value(
@@ -129,12 +129,10 @@ class Embed(base.Module):
             vocab_size, embed_dim = value.shape.as_list()
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
-        self.densify_gradients = linear_lib.check_bool(
-            "densify_gradients", densify_gradients
-        )
+        self.densify_gradients = checks.flag("densify_gradients", densify_gradients)
         self.embeddings = tf.Variable(
             value,
-            trainable=linear_lib.check_bool("trainable", trainable),
+            trainable=checks.flag("trainable", trainable),
             name="embeddings",
         )
 
@@ -158,7 +156,7 @@ class Embed(base.Module):
             table = _dense_gradients(tf.convert_to_tensor(table))
         try:
             return tf.nn.embedding_lookup(table, inputs)
-        except linear_lib.OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
 
     @base.no_name_scope

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, once, utils
+from sonnet._src import base, checks, initializers, once, utils
 
 # An initializer: any callable `(shape, dtype) -> tensor`.
 Initializer = Callable[[Any, Any], Any]
@@ -19,18 +19,6 @@ Initializer = Callable[[Any, Any], Any]
 # for small layers in eager mode.
 _MAT_MUL = tf.raw_ops.MatMul
 _BIAS_ADD = tf.raw_ops.BiasAdd
-
-# What TF raises when an op is given operands it cannot combine: eagerly
-# `InvalidArgumentError` (`NotFoundError` when no kernel supports the dtype,
-# `TypeError` when an input needs converting), while tracing a `ValueError`
-# from shape inference.
-OP_ERRORS = (
-    tf.errors.InvalidArgumentError,
-    tf.errors.NotFoundError,
-    tf.errors.UnimplementedError,
-    ValueError,
-    TypeError,
-)
 
 # The type of eager tensors, looked up by `eager_tensor_type()` when a module is
 # first built (creating a tensor at import time would initialise TF's runtime
@@ -62,24 +50,6 @@ _MATMUL_DTYPES = frozenset(
 )
 
 
-def check_callable(argument: str, value: Any, expected: str) -> None:
-    """Raises a `TypeError` unless `value` is callable (and not a class).
-
-    Classes are callable, but passing one (e.g. `snt.initializers.Ones`
-    instead of `snt.initializers.Ones()`) is always a mistake here.
-    """
-    if not callable(value) or isinstance(value, type):
-        raise utils.bad_type(argument, expected, value)
-
-
-def check_initializer(argument: str, value: Any) -> None:
-    """Raises a `TypeError` unless `value` is None or an initializer."""
-    if value is not None:
-        check_callable(
-            argument, value, "must be a callable `(shape, dtype) -> tensor` or None"
-        )
-
-
 def initial_value(
     argument: str, initializer: Initializer, shape: list[int], dtype: tf.DType
 ) -> tf.Tensor:
@@ -92,7 +62,7 @@ def initial_value(
         # be created eagerly.
         if not (isinstance(value, tf.Tensor) and value.dtype == dtype):
             value = tf.convert_to_tensor(value, dtype=dtype)
-    except OP_ERRORS as e:
+    except checks.OP_ERRORS as e:
         raise utils.bad_type(
             argument,
             f"must create a {dtype.name} tensor of shape {list(shape)} when called "
@@ -107,13 +77,6 @@ def initial_value(
             initializer,
         )
     return value
-
-
-def check_bool(argument: str, value: Any) -> bool:
-    """Returns `value` as a bool, raising a `TypeError` for non-booleans."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise utils.bad_type(argument, "must be a bool", value)
-    return bool(value)
 
 
 def shape_and_dtype(inputs: Any, argument: str = "inputs") -> tuple[Any, tf.DType]:
@@ -176,10 +139,10 @@ class Linear(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.output_size = utils.check_positive_int("output_size", output_size)
-        self.with_bias = check_bool("with_bias", with_bias)
-        check_initializer("w_init", w_init)
-        check_initializer("b_init", b_init)
+        self.output_size = checks.size("output_size", output_size)
+        self.with_bias = checks.flag("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
+        checks.initializer("b_init", b_init)
         if not self.with_bias and b_init is not None:
             raise utils.bad_value(
                 "b_init",
@@ -257,7 +220,7 @@ class Linear(base.Module):
         if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
             try:
                 outputs = _MAT_MUL(a=inputs, b=self.w)
-            except OP_ERRORS as e:
+            except checks.OP_ERRORS as e:
                 return self._general_call(inputs, e)
             if self.with_bias:
                 outputs = _BIAS_ADD(value=outputs, bias=self.b)
@@ -273,7 +236,7 @@ class Linear(base.Module):
             outputs = tf.matmul(inputs, self.w)
             if self.with_bias:
                 outputs = tf.nn.bias_add(outputs, self.b)
-        except OP_ERRORS as e:
+        except checks.OP_ERRORS as e:
             self._check_inputs(inputs, e)
             raise utils.bad_value(
                 "inputs", f"could not be multiplied by `w` ({e})", inputs

@@ -9,19 +9,14 @@ explicitly and then run a VALID convolution.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 
 __all__ = ["causal", "create", "full", "reverse_causal", "same", "valid"]
 
 Padding = Callable[[int], list[int]]
-
-
-def _check_kernel_size(effective_kernel_size: Any) -> int:
-    return utils.check_positive_int("effective_kernel_size", effective_kernel_size)
 
 
 def valid(effective_kernel_size: int) -> list[int]:
@@ -30,7 +25,7 @@ def valid(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.valid(3)
     [0, 0]
     """
-    _check_kernel_size(effective_kernel_size)
+    checks.size("effective_kernel_size", effective_kernel_size)
     return [0, 0]
 
 
@@ -42,7 +37,7 @@ def same(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.same(4)
     [1, 2]
     """
-    k = _check_kernel_size(effective_kernel_size)
+    k = checks.size("effective_kernel_size", effective_kernel_size)
     return [(k - 1) // 2, k // 2]
 
 
@@ -52,7 +47,7 @@ def full(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.full(3)
     [2, 2]
     """
-    k = _check_kernel_size(effective_kernel_size)
+    k = checks.size("effective_kernel_size", effective_kernel_size)
     return [k - 1, k - 1]
 
 
@@ -62,7 +57,7 @@ def causal(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.causal(3)
     [2, 0]
     """
-    k = _check_kernel_size(effective_kernel_size)
+    k = checks.size("effective_kernel_size", effective_kernel_size)
     return [k - 1, 0]
 
 
@@ -72,7 +67,7 @@ def reverse_causal(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.reverse_causal(3)
     [0, 2]
     """
-    k = _check_kernel_size(effective_kernel_size)
+    k = checks.size("effective_kernel_size", effective_kernel_size)
     return [0, k - 1]
 
 
@@ -103,7 +98,7 @@ def create(
     >>> snt.pad.create(snt.pad.same, 4, 3, 2, 1)
     [[0, 0], [0, 0], [4, 5], [4, 5]]
     """
-    n = utils.check_positive_int("n", n)
+    n = checks.size("n", n)
     if (
         isinstance(channel_index, (bool, np.bool_))
         or not isinstance(channel_index, (int, np.integer))
@@ -119,8 +114,8 @@ def create(
             raise utils.bad_type(
                 "padding", "must be a padding function such as snt.pad.same", fn
             )
-        k = utils.check_positive_int("kernel", k)
-        r = utils.check_positive_int("rate", r)
+        k = checks.size("kernel", k)
+        r = checks.size("rate", r)
         result.append(list(fn((k - 1) * r + 1)))
     if channel_index == 1:
         return [[0, 0], [0, 0], *result]

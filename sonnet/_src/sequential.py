@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sonnet._src import base, utils
-from sonnet._src import linear as linear_lib
+from sonnet._src import base, checks, utils
 
 
 class Sequential(base.Module):
@@ -42,7 +41,7 @@ class Sequential(base.Module):
                 "layers", "must be an iterable of callables", layers
             ) from e
         for layer in layers:
-            linear_lib.check_callable(
+            checks.function(
                 "layers",
                 layer,
                 "must contain only callables (modules or functions, not classes)",

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, batch_norm, conv, initializers, linear, utils
+from sonnet._src import base, batch_norm, checks, conv, initializers, linear, utils
 
 _DEFAULT_CHANNELS = (64, 64, 128, 128, 128, 256, 256, 256, 512, 512, 512)
 _DEFAULT_STRIDES = (1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1)
@@ -63,7 +63,7 @@ class Cifar10ConvNet(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._num_classes = utils.check_positive_int("num_classes", num_classes)
+        self._num_classes = checks.size("num_classes", num_classes)
         output_channels = _check_int_sequence("output_channels", output_channels)
         strides = _check_int_sequence("strides", strides)
         if len(output_channels) != len(strides):

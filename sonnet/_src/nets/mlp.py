@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, utils
+from sonnet._src import base, checks, utils
 from sonnet._src import dropout as dropout_lib
 from sonnet._src import linear as linear_lib
 
@@ -30,7 +30,7 @@ def _check_output_sizes(output_sizes: Any) -> tuple[int, ...]:
         )
     for size in sizes:
         try:
-            utils.check_positive_int("output_sizes", size)
+            checks.size("output_sizes", size)
         except TypeError as e:
             raise utils.bad_type(
                 "output_sizes", "must contain only positive integers", output_sizes
@@ -96,21 +96,21 @@ class MLP(base.Module):
         name: str | None = None,
     ):
         sizes = _check_output_sizes(output_sizes)
-        linear_lib.check_initializer("w_init", w_init)
-        linear_lib.check_initializer("b_init", b_init)
-        with_bias = linear_lib.check_bool("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
+        checks.initializer("b_init", b_init)
+        with_bias = checks.flag("with_bias", with_bias)
         if not with_bias and b_init is not None:
             raise utils.bad_value(
                 "b_init",
                 "must be None when `with_bias=False` (there is no bias)",
                 b_init,
             )
-        linear_lib.check_callable(
+        checks.function(
             "activation", activation, "must be a function from tensor to tensor"
         )
         if dropout_rate is not None:
             dropout_lib.check_rate("dropout_rate", dropout_rate)
-        activate_final = linear_lib.check_bool("activate_final", activate_final)
+        activate_final = checks.flag("activate_final", activate_final)
         super().__init__(name=name)
         self._with_bias = with_bias
         self._w_init = w_init

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, batch_norm, conv, initializers, linear, pad, utils
+from sonnet._src import base, batch_norm, checks, conv, initializers, linear, pad, utils
 
 # Keyword arguments of `snt.BatchNorm` that `bn_config` may set.
 _BN_KEYS = frozenset(
@@ -46,7 +46,7 @@ def _conv(channels: int, kernel: int, stride: int, name: str) -> conv.Conv2D:
 
 
 def _check_channels(channels: Any) -> int:
-    channels = utils.check_positive_int("channels", channels)
+    channels = checks.size("channels", channels)
     if channels < 4:
         # The bottleneck convolutions have `channels // 4` channels.
         raise utils.bad_value("channels", "must be at least 4", channels)
@@ -54,7 +54,7 @@ def _check_channels(channels: Any) -> int:
 
 
 def _check_stride(stride: Any) -> int:
-    return utils.check_positive_int("stride", stride)
+    return checks.size("stride", stride)
 
 
 def _check_identity_shortcut(block: Any, inputs: tf.Tensor) -> None:
@@ -250,7 +250,7 @@ class BlockGroup(base.Module):
     ):
         super().__init__(name=name)
         channels = _check_channels(channels)
-        num_blocks = utils.check_positive_int("num_blocks", num_blocks)
+        num_blocks = checks.size("num_blocks", num_blocks)
         stride = _check_stride(stride)
         block = (
             BottleNeckBlockV2
@@ -333,7 +333,7 @@ class ResNet(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        num_classes = utils.check_positive_int("num_classes", num_classes)
+        num_classes = checks.size("num_classes", num_classes)
         blocks = _check_four("blocks_per_group_list", blocks_per_group_list)
         channels = _check_four("channels_per_group_list", channels_per_group_list)
         for c in channels:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, moving_averages, utils
+from sonnet._src import base, checks, initializers, moving_averages, utils
 
 VQOutput = dict[str, tf.Tensor]
 
@@ -153,8 +153,8 @@ class VectorQuantizer(_Quantizer):
         name: str = "vector_quantizer",
     ):
         super().__init__(name=name)
-        self.embedding_dim = utils.check_positive_int("embedding_dim", embedding_dim)
-        self.num_embeddings = utils.check_positive_int("num_embeddings", num_embeddings)
+        self.embedding_dim = checks.size("embedding_dim", embedding_dim)
+        self.num_embeddings = checks.size("num_embeddings", num_embeddings)
         self.commitment_cost = _check_real(
             "commitment_cost", commitment_cost, 0.0, math.inf
         )
@@ -229,8 +229,8 @@ class VectorQuantizerEMA(_Quantizer):
         name: str = "vector_quantizer_ema",
     ):
         super().__init__(name=name)
-        self.embedding_dim = utils.check_positive_int("embedding_dim", embedding_dim)
-        self.num_embeddings = utils.check_positive_int("num_embeddings", num_embeddings)
+        self.embedding_dim = checks.size("embedding_dim", embedding_dim)
+        self.num_embeddings = checks.size("num_embeddings", num_embeddings)
         self.decay = _check_real("decay", decay, 0.0, 1.0)
         self.commitment_cost = _check_real(
             "commitment_cost", commitment_cost, 0.0, math.inf
