@@ -154,11 +154,22 @@ def test_output_size():
         snt.Bias(output_size=[3, 5])(tf.ones([2, 3, 4]))
 
 
+def test_integer_spellings():
+    bias = snt.Bias(output_size=np.int64(3), bias_dims=[tf.constant(-1)])
+    assert bias(tf.ones([2, 3])).shape == [2, 3]
+    assert bias.b.shape == [3]
+    assert snt.Bias(output_size=[np.int32(2), 3])(tf.ones([1, 2, 3])).shape == [1, 2, 3]
+
+
 @pytest.mark.parametrize(
     "kwargs, error, fragment",
     [
         ({"output_size": "3"}, TypeError, "`output_size` must be a sequence"),
-        ({"output_size": [-1]}, ValueError, "`output_size` must contain non-negative"),
+        (
+            {"output_size": [-1]},
+            ValueError,
+            "`output_size` must contain only integers >= 0",
+        ),
         ({"bias_dims": 1}, TypeError, "`bias_dims` must be a sequence of integers"),
         ({"bias_dims": [1.0]}, TypeError, "`bias_dims` must be a sequence of integers"),
         ({"b_init": 1}, TypeError, "`b_init` must be a callable"),

@@ -141,7 +141,7 @@ def test_repr():
         (
             {"output_channels": (2, 0), "strides": (1, 1)},
             ValueError,
-            "`output_channels` must be a sequence of positive integers",
+            "`output_channels` must contain only integers >= 1",
         ),
         ({"output_channels": 3}, TypeError, "`output_channels` must be a sequence"),
         ({"strides": "11"}, TypeError, "`strides` must be a sequence"),

@@ -131,7 +131,7 @@ def test_with_bias_is_read_by_truth_value(with_bias, has_bias):
 @pytest.mark.parametrize(
     "kwargs, error, fragment",
     [
-        ({"output_size": 0}, ValueError, "`output_size` must be a positive"),
+        ({"output_size": -1}, ValueError, "`output_size` must be a non-negative"),
         ({"output_size": 2.5}, TypeError, "`output_size` must be an integer"),
         (
             {"output_size": 2, "with_bias": "no"},
@@ -336,6 +336,29 @@ def test_changed_input_size_after_build_traced():
     f = tf.function(lin)
     with pytest.raises(ValueError, match="`inputs` must have last dimension 5"):
         f(tf.ones([2, 4]))
+
+
+def test_zero_output_size_gives_empty_outputs():
+    assert snt.Linear(0)(tf.ones([2, 3])).shape == [2, 0]
+
+
+@pytest.mark.parametrize("output_size, error", [(-1, ValueError), (2.0, TypeError)])
+def test_bad_output_size_is_also_an_invalid_argument_error(output_size, error):
+    # The original failed in a TF op (InvalidArgumentError) on the first call.
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        snt.Linear(output_size)
+    assert isinstance(info.value, error)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_bad_inputs_after_build_are_invalid_argument_errors(traced):
+    lin = snt.Linear(2)
+    lin(tf.ones([2, 5]))
+    call = tf.function(lin) if traced else lin
+    with pytest.raises(tf.errors.InvalidArgumentError, match="last dimension 5"):
+        call(tf.ones([2, 4]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="dtype float32"):
+        call(tf.ones([2, 5], tf.float64))
 
 
 def test_wrong_dtype_after_build():

@@ -206,18 +206,17 @@ def test_reverse_before_call():
 @pytest.mark.parametrize(
     "kwargs, error, fragment",
     [
-        ({"output_sizes": []}, ValueError, "`output_sizes` must contain at least one"),
         ({"output_sizes": 3}, TypeError, "`output_sizes` must be a sequence"),
         ({"output_sizes": "3"}, TypeError, "`output_sizes` must be a sequence"),
         (
-            {"output_sizes": [3, 0]},
+            {"output_sizes": [3, -1]},
             ValueError,
-            "`output_sizes` must contain only positive",
+            "`output_sizes` must contain only integers >= 0",
         ),
         (
             {"output_sizes": [3, 2.0]},
             TypeError,
-            "`output_sizes` must contain only positive",
+            "`output_sizes` must be a sequence of integers",
         ),
         ({"output_sizes": [3], "w_init": 1}, TypeError, "`w_init` must be a callable"),
         (
@@ -244,7 +243,6 @@ def test_reverse_before_call():
             TypeError,
             "`activation` must be",
         ),
-        ({"output_sizes": [3], "activation": int}, TypeError, "`activation` must be"),
         ({"output_sizes": tf.constant(3)}, TypeError, "`output_sizes` must be a"),
         (
             {"output_sizes": [3], "dropout_rate": 1.0},
@@ -266,6 +264,37 @@ def test_reverse_before_call():
 def test_bad_constructor_arguments(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         snt.nets.MLP(**kwargs)
+
+
+def test_bad_sizes_are_also_invalid_argument_errors():
+    # The original failed in the layers' TF ops.
+    for sizes in ([3, -1], [2.0]):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            snt.nets.MLP(sizes)
+
+
+def test_b_init_without_bias_checked_before_its_type():
+    with pytest.raises(ValueError, match="`b_init` must be None"):
+        snt.nets.MLP([1], with_bias=False, b_init=object())
+
+
+def test_sizes_in_any_integer_spelling():
+    mlp = snt.nets.MLP([tf.constant(4), np.int64(3), True], with_bias=1)
+    assert mlp(tf.ones([2, 5])).shape == [2, 1]
+    assert [v.shape.as_list() for v in mlp.trainable_variables][1::2] == [
+        [5, 4],
+        [4, 3],
+        [3, 1],
+    ]
+
+
+def test_empty_mlp_is_the_identity():
+    x = tf.random.normal([2, 3])
+    np.testing.assert_array_equal(snt.nets.MLP([])(x), x)
+
+
+def test_activation_none_is_accepted_for_one_layer():
+    assert snt.nets.MLP([2], activation=None)(tf.ones([1, 3])).shape == [1, 2]
 
 
 @settings(max_examples=25, deadline=None)

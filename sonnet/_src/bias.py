@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, once, utils
@@ -15,28 +14,13 @@ _BIAS_ADD = tf.raw_ops.BiasAdd
 _ADD = tf.raw_ops.AddV2
 
 
-def _check_int_sequence(argument: str, value: Any) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise utils.bad_type(argument, "must be a sequence of integers", value)
-    for v in value:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise utils.bad_type(argument, "must be a sequence of integers", value)
-    return tuple(int(v) for v in value)
-
-
 def _check_output_size(output_size: Any) -> tuple[int, ...] | None:
     if output_size is None:
         return None
-    if isinstance(output_size, (int, np.integer)) and not isinstance(
-        output_size, (bool, np.bool_)
-    ):
-        output_size = (output_size,)
-    sizes = _check_int_sequence("output_size", output_size)
-    if any(s < 0 for s in sizes):
-        raise utils.bad_value(
-            "output_size", "must contain non-negative sizes", output_size
-        )
-    return sizes
+    size = checks.as_index(output_size)
+    if size is not None:
+        output_size = (size,)
+    return checks.integers("output_size", output_size, minimum=0)
 
 
 def _covered_axes(rank: int, bias_dims: tuple[int, ...] | None) -> list[int]:
@@ -88,7 +72,7 @@ def calculate_bias_shape(
     (4, 1, 1)
     """
     rank = len(input_shape)
-    dims = None if bias_dims is None else _check_int_sequence("bias_dims", bias_dims)
+    dims = None if bias_dims is None else checks.integers("bias_dims", bias_dims)
     if dims is not None and not dims:
         return ()
     axes = _covered_axes(rank, dims)
@@ -154,7 +138,7 @@ class Bias(base.Module):
         super().__init__(name=name)
         self.output_size = _check_output_size(output_size)
         self.bias_dims = (
-            None if bias_dims is None else _check_int_sequence("bias_dims", bias_dims)
+            None if bias_dims is None else checks.integers("bias_dims", bias_dims)
         )
         checks.initializer("b_init", b_init)
         self.b_init = initializers.Zeros() if b_init is None else b_init

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -53,18 +54,37 @@ class InvalidArgumentError(ValueError, tf.errors.InvalidArgumentError):
     class is both.
     """
 
-    def __init__(self, message: str):
-        tf.errors.InvalidArgumentError.__init__(self, None, None, message)
+    # TF's own signature: AutoGraph rebuilds errors raised while tracing
+    # with it (other signatures would turn them into `StagingError`s).
+    def __init__(self, node_def: Any, op: Any, message: str, *args: Any):
+        tf.errors.InvalidArgumentError.__init__(self, node_def, op, message, *args)
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.message,))
+        return (type(self), (None, None, self.message))
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """`InvalidArgumentError` for a value of the wrong type (also a `TypeError`).
+
+    E.g. a float size, or inputs of the wrong dtype: the original's TF op
+    failed with `InvalidArgumentError`; new code catches `TypeError`.
+    """
 
 
 def invalid_argument(
     argument: str, expected: str, received: Any
 ) -> InvalidArgumentError:
     """`InvalidArgumentError` in the project's template (see `utils.bad_value`)."""
-    return InvalidArgumentError(str(bad_value(argument, expected, received)))
+    message = str(bad_value(argument, expected, received))
+    return InvalidArgumentError(None, None, message)
+
+
+def invalid_argument_type(
+    argument: str, expected: str, received: Any
+) -> InvalidArgumentTypeError:
+    """`InvalidArgumentTypeError` in the project's template (`utils.bad_type`)."""
+    message = str(bad_type(argument, expected, received))
+    return InvalidArgumentTypeError(None, None, message)
 
 
 def _static_index(value: Any) -> int | None:
@@ -94,15 +114,19 @@ def as_index(value: Any) -> int | None:
 
 
 def integer(argument: str, value: Any, minimum: int | None = None) -> int:
-    """An integer argument (any spelling `as_index` takes), as a Python int."""
+    """An integer argument (any spelling `as_index` takes), as a Python int.
+
+    The original passed such arguments to TF ops, which failed with
+    `InvalidArgumentError` on a float or a negative size, so the errors here
+    are also `tf.errors.InvalidArgumentError`s (and `TypeError`/`ValueError`).
+    """
     result = as_index(value)
     if result is None:
-        raise bad_type(argument, "must be an integer", value)
+        raise invalid_argument_type(argument, "must be an integer", value)
     if minimum is not None and result < minimum:
-        kind = {0: "a non-negative", 1: "a positive"}.get(
-            minimum, f"an integer >= {minimum}, not"
-        )
-        raise bad_value(argument, f"must be {kind} integer", value)
+        kind = {0: "a non-negative", 1: "a positive"}.get(minimum)
+        expected = f"must be {kind} integer" if kind else f"must be >= {minimum}"
+        raise invalid_argument(argument, expected, value)
     return result
 
 
@@ -114,6 +138,68 @@ def size(argument: str, value: Any, allow_zero: bool = False) -> int:
 def optional_size(argument: str, value: Any, allow_zero: bool = False) -> int | None:
     """`size`, or None."""
     return None if value is None else size(argument, value, allow_zero)
+
+
+def tensor_size(argument: str, value: Any) -> int | tf.Tensor:
+    """A non-negative size that may be a tensor, e.g. a batch size `tf.shape(x)[0]`.
+
+    The original passed such sizes straight to a TensorFlow shape (`tf.zeros`,
+    `tf.tile`), so any integer `integer` takes works, and so does a scalar
+    tensor or variable of a real or bool dtype (a float is truncated, as
+    TensorFlow's conversion did). A value known before running comes back as a
+    Python int, any other as a scalar int32 tensor. A negative, non-finite or
+    non-scalar value raises `InvalidArgumentError`, as the TensorFlow op did.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        dtype = value.dtype
+        if not (dtype.is_integer or dtype.is_floating or dtype.is_bool):
+            raise invalid_argument_type(
+                argument, "must be an integer or a scalar tensor", value
+            )
+        if value.shape.rank not in (0, None):
+            raise invalid_argument(argument, "must be a scalar", value)
+        known = tf.get_static_value(value)
+        if known is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
+            known = value.numpy()
+        if known is None:
+            result = tf.cast(value, tf.int32)
+            return result if result.shape.rank == 0 else tf.reshape(result, [])
+        if np.ndim(known) != 0 or not np.isfinite(known):
+            raise invalid_argument(argument, "must be a finite scalar", value)
+        value = int(known)
+    result = as_index(value)
+    if result is None:
+        raise invalid_argument_type(
+            argument, "must be an integer or a scalar tensor", value
+        )
+    if result < 0:
+        raise invalid_argument(argument, "must be a non-negative integer", value)
+    return result
+
+
+def integers(argument: str, value: Any, minimum: int | None = None) -> tuple[int, ...]:
+    """A sequence of integers (lists, tuples, 1-D arrays, ...), as a tuple.
+
+    Each item may be spelled as `as_index` accepts; a string or a scalar is a
+    `TypeError`, an item below `minimum` a `ValueError`.
+    """
+    if isinstance(value, (str, bytes, tf.Tensor, tf.Variable)) or not isinstance(
+        value, Iterable
+    ):
+        raise bad_type(argument, "must be a sequence of integers", value)
+    try:
+        items = [as_index(v) for v in value]
+    except TypeError as e:  # A 0-d NumPy array.
+        raise bad_type(argument, "must be a sequence of integers", value) from e
+    # Items went to TF ops in the original, which failed with
+    # `InvalidArgumentError`s.
+    if None in items:
+        raise invalid_argument_type(argument, "must be a sequence of integers", value)
+    if minimum is not None and any(v < minimum for v in items):  # type: ignore[operator]
+        raise invalid_argument(
+            argument, f"must contain only integers >= {minimum}", value
+        )
+    return tuple(items)  # type: ignore[arg-type]
 
 
 def seed(argument: str, value: Any) -> int | None:
@@ -239,3 +325,81 @@ def unused_initializer(argument: str, value: Any, flag_name: str, used: bool) ->
     """
     if value is not None and not used:
         raise bad_value(argument, f"must be None when `{flag_name}=False`", value)
+
+
+def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:
+    """A call-time switch such as `is_training`, read by its truth value.
+
+    As `flag` (the original tested these with `if value:`), except that a
+    boolean tensor whose value is unknown while tracing comes back as the
+    tensor itself, for the caller to `tf.cond` on, and that a value with no
+    single truth value (an array or tensor of several elements) is a
+    `ValueError`, as `if value:` made it.
+    """
+    if value is True or value is False:
+        return value
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        static = None
+        if not tf.is_symbolic_tensor(value) and tf.executing_eagerly():
+            static = value.numpy()
+        elif isinstance(value, tf.Tensor):
+            static = tf.get_static_value(value)
+        if static is None:
+            if value.dtype == tf.bool and value.shape.rank in (0, None):
+                return value  # type: ignore[return-value]
+            raise bad_type(
+                argument, "must be a Python bool or a scalar boolean tensor", value
+            )
+        value = static
+    if isinstance(value, (str, bytes)):
+        raise bad_type(argument, "must be a bool", value)
+    try:
+        return bool(value)
+    except ValueError as e:
+        raise bad_value(argument, "must have a single truth value", value) from e
+    except TypeError as e:
+        raise bad_type(argument, "must be a bool", value) from e
+
+
+class AttributeTypeError(TypeError, AttributeError):
+    """A clean `TypeError` for an argument on which the original failed with
+    `AttributeError` (it used an attribute the value lacks, e.g. `.items()` of
+    a list given for a dict).
+
+    Code written for Sonnet 2.0.2 may catch `AttributeError`; new code
+    catches `TypeError`. This class is both. Not for use inside properties or
+    `__getattr__`, where Python treats an `AttributeError` as "no attribute".
+    """
+
+
+def lacks_attribute(argument: str, expected: str, received: Any) -> AttributeTypeError:
+    """`AttributeTypeError` in the project's template (see `utils.bad_type`)."""
+    return AttributeTypeError(str(bad_type(argument, expected, received)))
+
+
+def error_like(
+    error: Exception, argument: str, expected: str, received: Any
+) -> ValueError | TypeError:
+    """Our message, with the class (`ValueError` or `TypeError`) of the TF
+    `error` the original let through, e.g. from `tf.convert_to_tensor`
+    (`ValueError` for None or a tensor of another dtype, `TypeError` for a
+    value of the wrong kind)."""
+    make = bad_value if isinstance(error, ValueError) else bad_type
+    return make(argument, expected, received)
+
+
+class UnimplementedError(ValueError, tf.errors.UnimplementedError):
+    """As `InvalidArgumentError`, where the original's TF op had no kernel for
+    the input's dtype (`tf.errors.UnimplementedError`, e.g. arithmetic on
+    strings)."""
+
+    def __init__(self, node_def: Any, op: Any, message: str, *args: Any):
+        tf.errors.UnimplementedError.__init__(self, node_def, op, message, *args)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (None, None, self.message))
+
+
+def unimplemented(argument: str, expected: str, received: Any) -> UnimplementedError:
+    """`UnimplementedError` in the project's template (see `utils.bad_value`)."""
+    return UnimplementedError(None, None, str(bad_value(argument, expected, received)))

@@ -98,7 +98,8 @@ class Linear(base.Module):
     dimension).
 
     Args:
-      output_size: Size of the last dimension of the outputs (a positive int).
+      output_size: Size of the last dimension of the outputs: a non-negative
+        int in any spelling (NumPy int, scalar integer tensor, ...).
       with_bias: Whether to add a bias `b` (default True).
       w_init: Initializer for `w`, a callable `(shape, dtype) -> tensor`.
         Default None means `snt.initializers.TruncatedNormal` with
@@ -139,7 +140,8 @@ class Linear(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.output_size = checks.size("output_size", output_size)
+        # Zero is allowed, as in the original: the outputs are then empty.
+        self.output_size = checks.size("output_size", output_size, allow_zero=True)
         self.with_bias = checks.flag("with_bias", with_bias)
         checks.initializer("w_init", w_init)
         checks.initializer("b_init", b_init)
@@ -209,8 +211,10 @@ class Linear(base.Module):
 
         Raises:
           ValueError: if `inputs` has rank < 2 or a last dimension that differs
-            from the one the module was built with.
-          TypeError: if `inputs` has a different dtype than the first input.
+            from the one the module was built with (then also a
+            `tf.errors.InvalidArgumentError`, which the original raised).
+          TypeError: if `inputs` has a different dtype than the first input
+            (also a `tf.errors.InvalidArgumentError`).
         """
         if self._matrix_inputs is None:  # Cheaper than the `@once` guard itself.
             self._initialize(inputs)
@@ -253,13 +257,13 @@ class Linear(base.Module):
         if shape.rank is not None and shape.rank < 2:
             raise utils.bad_value("inputs", "must have rank >= 2", shape) from error
         if dtype != self.w.dtype and not isinstance(inputs, (list, tuple)):
-            raise utils.bad_type(
+            raise checks.invalid_argument_type(
                 "inputs",
                 f"must have dtype {self.w.dtype.name}, the dtype of the first input",
                 inputs,
             ) from error
         if shape.rank is not None and shape[-1] not in (None, self.input_size):
-            raise utils.bad_value(
+            raise checks.invalid_argument(
                 "inputs",
                 f"must have last dimension {self.input_size}, the input size the "
                 "weights were created for",

@@ -13,17 +13,6 @@ _DEFAULT_CHANNELS = (64, 64, 128, 128, 128, 256, 256, 256, 512, 512, 512)
 _DEFAULT_STRIDES = (1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1)
 
 
-def _check_int_sequence(argument: str, value: Any) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise utils.bad_type(argument, "must be a sequence of positive integers", value)
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int) or item <= 0:
-            raise utils.bad_value(
-                argument, "must be a sequence of positive integers", value
-            )
-    return tuple(value)
-
-
 class Cifar10ConvNet(base.Module):
     """Stack of 3x3 convolutions with batch norm and ReLU, then pooled logits.
 
@@ -64,8 +53,8 @@ class Cifar10ConvNet(base.Module):
     ):
         super().__init__(name=name)
         self._num_classes = checks.size("num_classes", num_classes)
-        output_channels = _check_int_sequence("output_channels", output_channels)
-        strides = _check_int_sequence("strides", strides)
+        output_channels = checks.integers("output_channels", output_channels, minimum=1)
+        strides = checks.integers("strides", strides, minimum=1)
         if len(output_channels) != len(strides):
             raise utils.bad_value(
                 "strides",

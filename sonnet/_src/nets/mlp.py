@@ -13,35 +13,6 @@ from sonnet._src import dropout as dropout_lib
 from sonnet._src import linear as linear_lib
 
 
-def _check_output_sizes(output_sizes: Any) -> tuple[int, ...]:
-    if isinstance(output_sizes, (str, bytes)) or not isinstance(output_sizes, Iterable):
-        raise utils.bad_type(
-            "output_sizes", "must be a sequence of positive integers", output_sizes
-        )
-    try:
-        sizes = tuple(output_sizes)
-    except TypeError as e:  # E.g. a scalar tensor.
-        raise utils.bad_type(
-            "output_sizes", "must be a sequence of positive integers", output_sizes
-        ) from e
-    if not sizes:
-        raise utils.bad_value(
-            "output_sizes", "must contain at least one layer size", output_sizes
-        )
-    for size in sizes:
-        try:
-            checks.size("output_sizes", size)
-        except TypeError as e:
-            raise utils.bad_type(
-                "output_sizes", "must contain only positive integers", output_sizes
-            ) from e
-        except ValueError as e:
-            raise utils.bad_value(
-                "output_sizes", "must contain only positive integers", output_sizes
-            ) from e
-    return tuple(int(s) for s in sizes)
-
-
 class MLP(base.Module):
     """A multi-layer perceptron: `snt.Linear` layers with activations between.
 
@@ -95,9 +66,7 @@ class MLP(base.Module):
         activate_final: bool = False,
         name: str | None = None,
     ):
-        sizes = _check_output_sizes(output_sizes)
-        checks.initializer("w_init", w_init)
-        checks.initializer("b_init", b_init)
+        # The original checked `b_init` against `with_bias` first (ValueError).
         with_bias = checks.flag("with_bias", with_bias)
         if not with_bias and b_init is not None:
             raise utils.bad_value(
@@ -105,8 +74,11 @@ class MLP(base.Module):
                 "must be None when `with_bias=False` (there is no bias)",
                 b_init,
             )
-        checks.function(
-            "activation", activation, "must be a function from tensor to tensor"
+        sizes = checks.integers("output_sizes", output_sizes, minimum=0)
+        checks.initializer("w_init", w_init)
+        checks.initializer("b_init", b_init)
+        checks.callable_or_none(
+            "activation", activation, "a function from tensor to tensor"
         )
         if dropout_rate is not None:
             dropout_lib.check_rate("dropout_rate", dropout_rate)
@@ -177,6 +149,8 @@ class MLP(base.Module):
 
     @base.no_name_scope
     def _forward(self, inputs: tf.Tensor, training: Any) -> tf.Tensor:
+        if not self._layer_tuple:  # `MLP([])` is the identity, as the original.
+            return inputs
         *hidden, last = self._layer_tuple
         activation = self._activation
         outputs = inputs

@@ -109,7 +109,7 @@ class BottleNeckBlockV1(base.Module):
         super().__init__(name=name)
         self._channels = _check_channels(channels)
         self._stride = _check_stride(stride)
-        self._use_projection = batch_norm.check_flag("use_projection", use_projection)
+        self._use_projection = checks.flag("use_projection", use_projection)
         self._bn_config = _check_bn_config(bn_config)
         if "scale_init" in self._bn_config:
             raise utils.bad_value(
@@ -191,7 +191,7 @@ class BottleNeckBlockV2(base.Module):
         super().__init__(name=name)
         self._channels = _check_channels(channels)
         self._stride = _check_stride(stride)
-        self._use_projection = batch_norm.check_flag("use_projection", use_projection)
+        self._use_projection = checks.flag("use_projection", use_projection)
         self._bn_config = _check_bn_config(bn_config)
         if self._use_projection:
             self._proj_conv = _conv(channels, 1, self._stride, "shortcut_conv")
@@ -254,7 +254,7 @@ class BlockGroup(base.Module):
         stride = _check_stride(stride)
         block = (
             BottleNeckBlockV2
-            if batch_norm.check_flag("resnet_v2", resnet_v2)
+            if checks.flag("resnet_v2", resnet_v2)
             else BottleNeckBlockV1
         )
         self._blocks = [
@@ -279,18 +279,10 @@ class BlockGroup(base.Module):
 
 
 def _check_four(argument: str, value: Any) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise utils.bad_type(
-            argument, "must be a sequence of 4 positive integers", value
-        )
-    if len(value) != 4:
+    values = checks.integers(argument, value, minimum=1)
+    if len(values) != 4:
         raise utils.bad_value(argument, "must have length 4", value)
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int) or item <= 0:
-            raise utils.bad_value(
-                argument, "must be a sequence of 4 positive integers", value
-            )
-    return tuple(value)
+    return values
 
 
 class ResNet(base.Module):
@@ -356,7 +348,7 @@ class ResNet(base.Module):
                 bn_config,
             )
         self._bn_config = bn_config
-        self._resnet_v2 = batch_norm.check_flag("resnet_v2", resnet_v2)
+        self._resnet_v2 = checks.flag("resnet_v2", resnet_v2)
         self._blocks_per_group_list = blocks
         self._channels_per_group_list = channels
 
