@@ -204,5 +204,13 @@ def test_constructor_junk(kwargs):
 )
 def test_bad_ids(ids, error, fragment):
     embed = snt.Embed(vocab_size=4, embed_dim=2)
-    with pytest.raises(error, match=fragment):
+    with pytest.raises(error, match=fragment) as info:
         embed(ids)
+    # As the original's failed lookup.
+    assert isinstance(info.value, tf.errors.InvalidArgumentError)
+
+
+def test_sizes_as_scalar_tensors():
+    embed = snt.Embed(tf.constant(10), tf.constant(4), densify_gradients=0)
+    assert embed(tf.constant([1, 2])).shape == [2, 4]
+    assert (embed.vocab_size, embed.embed_dim) == (10, 4)

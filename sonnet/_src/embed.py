@@ -150,6 +150,7 @@ class Embed(base.Module):
           TypeError: if `inputs` is not an integer tensor.
           ValueError: if an id is out of range (checked by TF on CPU; GPU
             kernels return zeros for such ids instead).
+          Both are also `tf.errors.InvalidArgumentError`s, as the original's.
         """
         table = self.embeddings
         if self.densify_gradients:
@@ -168,9 +169,12 @@ class Embed(base.Module):
             integer = tf.as_dtype(dtype) in (tf.int32, tf.int64)
         except (TypeError, ValueError):
             integer = False
+        # The original let the lookup fail: `InvalidArgumentError` eagerly.
         if not integer:
-            return utils.bad_type("inputs", "must be int32 or int64 ids", inputs)
-        return utils.bad_value(
+            return checks.invalid_argument_type(
+                "inputs", "must be int32 or int64 ids", inputs
+            )
+        return checks.invalid_argument(
             "inputs",
             f"must contain ids in [0, {self.vocab_size}) ({error})",
             inputs,

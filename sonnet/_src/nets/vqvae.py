@@ -2,39 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, moving_averages, utils
 
 VQOutput = dict[str, tf.Tensor]
-
-
-def _check_real(argument: str, value: Any, low: float, high: float) -> Any:
-    """A real number in [low, high], or a scalar float tensor (unchecked range)."""
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        if not value.dtype.is_floating or value.shape.rank not in (0, None):
-            raise utils.bad_type(argument, "must be a float scalar", value)
-        return value
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise utils.bad_type(argument, f"must be a number in [{low}, {high}]", value)
-    if not (math.isfinite(float(value)) and low <= float(value) <= high):
-        raise utils.bad_value(argument, f"must be a number in [{low}, {high}]", value)
-    return value
-
-
-def _check_dtype(dtype: Any) -> tf.DType:
-    try:
-        dtype = tf.as_dtype(dtype)
-    except TypeError as e:
-        raise utils.bad_type("dtype", "must be a floating point dtype", dtype) from e
-    if not dtype.is_floating:
-        raise utils.bad_value("dtype", "must be a floating point dtype", dtype)
-    return dtype
 
 
 class _Quantizer(base.Module):
@@ -47,7 +21,7 @@ class _Quantizer(base.Module):
     def _check_inputs(self, inputs: Any) -> tf.Tensor:
         inputs = utils.to_tensor("inputs", inputs)
         if inputs.dtype != self.embeddings.dtype:
-            raise utils.bad_type(
+            raise checks.invalid_argument_type(
                 "inputs",
                 f"must have the embeddings' dtype ({self.embeddings.dtype.name})",
                 inputs,
@@ -55,7 +29,8 @@ class _Quantizer(base.Module):
         shape = inputs.shape
         if shape.rank is not None:
             if shape.rank == 0 or shape[-1] not in (None, self.embedding_dim):
-                raise utils.bad_value(
+                # The original's reshape failed: `InvalidArgumentError`.
+                raise checks.invalid_argument(
                     "inputs",
                     f"must have a last dimension of size `embedding_dim` "
                     f"({self.embedding_dim})",
@@ -155,10 +130,8 @@ class VectorQuantizer(_Quantizer):
         super().__init__(name=name)
         self.embedding_dim = checks.size("embedding_dim", embedding_dim)
         self.num_embeddings = checks.size("num_embeddings", num_embeddings)
-        self.commitment_cost = _check_real(
-            "commitment_cost", commitment_cost, 0.0, math.inf
-        )
-        dtype = _check_dtype(dtype)
+        self.commitment_cost = checks.real("commitment_cost", commitment_cost)
+        dtype = checks.dtype("dtype", dtype, floating=True)
         initializer = initializers.VarianceScaling(distribution="uniform")
         self.embeddings = tf.Variable(
             initializer([self.embedding_dim, self.num_embeddings], dtype),
@@ -231,12 +204,10 @@ class VectorQuantizerEMA(_Quantizer):
         super().__init__(name=name)
         self.embedding_dim = checks.size("embedding_dim", embedding_dim)
         self.num_embeddings = checks.size("num_embeddings", num_embeddings)
-        self.decay = _check_real("decay", decay, 0.0, 1.0)
-        self.commitment_cost = _check_real(
-            "commitment_cost", commitment_cost, 0.0, math.inf
-        )
-        self.epsilon = _check_real("epsilon", epsilon, 0.0, math.inf)
-        dtype = _check_dtype(dtype)
+        self.decay = checks.real("decay", decay)
+        self.commitment_cost = checks.real("commitment_cost", commitment_cost)
+        self.epsilon = checks.real("epsilon", epsilon)
+        dtype = checks.dtype("dtype", dtype, floating=True)
         initializer = initializers.VarianceScaling(distribution="uniform")
         self.embeddings = tf.Variable(
             initializer([self.embedding_dim, self.num_embeddings], dtype),
