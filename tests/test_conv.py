@@ -725,3 +725,22 @@ def test_zero_input_channels_rejected(data_format):
         ValueError, match=r"`inputs` must have at least one channel.*Received"
     ):
         conv(tf.zeros(shape))
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_inputs_unlike_the_first_are_invalid_argument_errors(traced):
+    # The original's convolution op raised InvalidArgumentError for these.
+    conv = snt.Conv2D(3, 3)
+    conv(tf.ones([1, 5, 5, 2]))
+    call = tf.function(conv) if traced else conv
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have 2 channels"):
+        call(tf.ones([1, 5, 5, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        call(tf.ones([1, 5, 5, 2], tf.float64))
+    assert isinstance(info.value, TypeError)
+
+
+def test_sizes_as_scalar_tensors_and_numpy_integers():
+    conv = snt.Conv2D(tf.constant(3), [tf.constant(3), np.int64(2)], stride=np.int32(1))
+    assert conv(tf.ones([1, 5, 5, 2])).shape == [1, 5, 5, 3]
+    assert conv.w.shape == [3, 2, 2, 3]

@@ -237,6 +237,24 @@ def test_random_uniform_errors():
         I.RandomUniform(0, float("inf"))
 
 
+def test_random_uniform_whole_float_seed():
+    tf.random.set_seed(0)
+    a = I.RandomUniform(seed=124.0)([4], tf.float32)
+    tf.random.set_seed(0)
+    b = I.RandomUniform(seed=124)([4], tf.float32)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_variance_scaling_scale_as_tensor():
+    tf.random.set_seed(0)
+    a = I.VarianceScaling(scale=tf.constant(2.0), seed=1)([30, 40], tf.float32)
+    tf.random.set_seed(0)
+    b = I.VarianceScaling(scale=2.0, seed=1)([30, 40], tf.float32)
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+    with pytest.raises(ValueError, match="`scale` must be a positive number"):
+        I.VarianceScaling(scale=tf.constant(-1.0))
+
+
 def test_random_uniform_tensor_bounds():
     out = I.RandomUniform(tf.constant(1.0), tf.constant(2.0))([100], tf.float64)
     assert out.dtype == tf.float64
@@ -267,8 +285,9 @@ def test_normal_argument_errors(cls):
         cls(mean=[0.0])
     with pytest.raises(TypeError, match="`seed` must be an integer"):
         cls(seed=1.5)
-    with pytest.raises(TypeError, match="`seed` must be an integer"):
-        cls(seed=True)
+    assert cls(seed=True).seed == 1  # Bools are integers, as in the original.
+    assert cls(seed=124.0).seed == 124  # So are whole floats.
+    assert cls(seed=np.int64(3), stddev=np.array(2.0)).stddev == 2.0
 
 
 @pytest.mark.parametrize("cls", [I.RandomNormal, I.TruncatedNormal])
@@ -467,8 +486,8 @@ def test_variance_scaling_dynamic_shape_variance():
     [
         ({"scale": 0.0}, ValueError, "`scale` must be a positive number"),
         ({"scale": -1.0}, ValueError, "`scale` must be a positive number"),
-        ({"scale": float("inf")}, ValueError, "`scale` must be a positive number"),
-        ({"scale": "1"}, TypeError, "`scale` must be a positive number"),
+        ({"scale": float("inf")}, ValueError, "`scale` must be finite"),
+        ({"scale": "1"}, TypeError, "`scale` must be a real number"),
         ({"mode": "fan_sum"}, ValueError, "`mode` must be one of"),
         ({"mode": None}, ValueError, "`mode` must be one of"),
         ({"distribution": "untruncated_normal"}, ValueError, "`distribution`"),

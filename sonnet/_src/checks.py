@@ -267,8 +267,9 @@ def real(
     if not isinstance(value, (numbers.Real, np.bool_)):
         raise bad_type(argument, "must be a real number", value)
     result = float(value)
-    if math.isnan(result):
-        raise bad_value(argument, "must not be NaN", value)
+    # NaN and infinities only ever gave garbage (NaN weights or losses).
+    if not math.isfinite(result):
+        raise bad_value(argument, "must be finite", value)
     if minimum is not None and result < minimum:
         raise bad_value(argument, f"must be >= {minimum}", value)
     if maximum is not None and result > maximum:

@@ -293,18 +293,22 @@ def call_error(
     input_channels: int,
     dtype: tf.DType,
 ) -> Exception:
-    """Explains why a convolution op rejected `inputs` (slow path only)."""
+    """Explains why a convolution op rejected `inputs` (slow path only).
+
+    Where the original's op failed with `InvalidArgumentError` (wrong dtype
+    or channels), the error is one too.
+    """
     shape = inputs.shape
     if shape.rank != rank:
         return rank_error(inputs, rank)
     if inputs.dtype != dtype:
-        return utils.bad_type(
+        return checks.invalid_argument_type(
             "inputs",
             f"must have dtype {dtype.name}, the dtype of the first input",
             inputs,
         )
     if shape.rank is not None and shape[channel_index] not in (None, input_channels):
-        return utils.bad_value(
+        return checks.invalid_argument(
             "inputs",
             f"must have {input_channels} channels (axis {channel_index % rank}) "
             "as on the first call",
@@ -312,9 +316,12 @@ def call_error(
         )
     text = str(error or "").strip()
     reason = f" ({text.splitlines()[0]})" if text else ""
-    return utils.bad_value(
-        "inputs", f"cannot be convolved by this module{reason}", inputs
+    make = (
+        checks.invalid_argument
+        if isinstance(error, tf.errors.InvalidArgumentError)
+        else utils.bad_value
     )
+    return make("inputs", f"cannot be convolved by this module{reason}", inputs)
 
 
 class ConvND(base.Module):

@@ -20,7 +20,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import eager_init, utils
+from sonnet._src import checks, eager_init, utils
 
 __all__ = [
     "Constant",
@@ -90,30 +90,11 @@ def _is_tensor(value: Any) -> TypeGuard[tf.Tensor | tf.Variable]:
 
 
 def _check_real(argument: str, value: Any, minimum: float | None = None) -> Any:
-    """Accepts a finite real Python/NumPy number (>= `minimum`) or a tensor."""
-    if _is_tensor(value):
-        if value.dtype.is_bool or not (
-            value.dtype.is_floating or value.dtype.is_integer
-        ):
-            raise utils.bad_type(argument, "must have a real numeric dtype", value)
-        if value.shape.rank not in (0, None):
-            raise utils.bad_value(argument, "must be a scalar", value)
-        return value
-    if not _is_real(value):
-        raise utils.bad_type(argument, "must be a real number or a tensor", value)
-    if not math.isfinite(value):
-        raise utils.bad_value(argument, "must be finite", value)
-    if minimum is not None and value < minimum:
-        raise utils.bad_value(argument, f"must be >= {minimum}", value)
-    return value
-
-
-def _check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise utils.bad_type("seed", "must be an integer or None", seed)
-    return int(seed)
+    """A real number in any spelling (`checks.real`); integers stay integers."""
+    checked = checks.real(argument, value, minimum=minimum)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    return checked
 
 
 def _as_dtype(dtype: Any) -> tf.DType:
@@ -315,7 +296,7 @@ class RandomUniform(Initializer):
         self.maxval = _check_real("maxval", maxval)
         if _is_real(minval) and _is_real(maxval) and minval > maxval:
             raise utils.bad_value("maxval", f"must be >= minval ({minval!r})", maxval)
-        self.seed = _check_seed(seed)
+        self.seed = checks.seed("seed", seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"minval": self.minval, "maxval": self.maxval, "seed": self.seed}
@@ -361,7 +342,7 @@ class RandomNormal(Initializer):
     def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
         self.mean = _check_real("mean", mean)
         self.stddev = _check_real("stddev", stddev, minimum=0)
-        self.seed = _check_seed(seed)
+        self.seed = checks.seed("seed", seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
@@ -397,7 +378,7 @@ class TruncatedNormal(Initializer):
     def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
         self.mean = _check_real("mean", mean)
         self.stddev = _check_real("stddev", stddev, minimum=0)
-        self.seed = _check_seed(seed)
+        self.seed = checks.seed("seed", seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
@@ -474,7 +455,7 @@ class Orthogonal(Initializer):
 
     def __init__(self, gain: Any = 1.0, seed: int | None = None):
         self.gain = _check_real("gain", gain)
-        self.seed = _check_seed(seed)
+        self.seed = checks.seed("seed", seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"gain": self.gain, "seed": self.seed}
@@ -566,9 +547,9 @@ class VarianceScaling(Initializer):
         distribution: str = "truncated_normal",
         seed: int | None = None,
     ):
-        if not _is_real(scale):
-            raise utils.bad_type("scale", "must be a positive number", scale)
-        if not (math.isfinite(scale) and scale > 0):
+        scale = _check_real("scale", scale)
+        static = tf.get_static_value(scale) if _is_tensor(scale) else scale
+        if static is not None and not static > 0:
             raise utils.bad_value("scale", "must be a positive number", scale)
         if not isinstance(mode, str) or mode not in _MODES:
             raise utils.bad_value("mode", f"must be one of {_MODES}", mode)
@@ -583,7 +564,7 @@ class VarianceScaling(Initializer):
         self.scale = scale
         self.mode = mode
         self.distribution = distribution.lower()
-        self.seed = _check_seed(seed)
+        self.seed = checks.seed("seed", seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {
@@ -603,12 +584,13 @@ class VarianceScaling(Initializer):
             fan = fan_out
         else:
             fan = (fan_in + fan_out) / 2
-        if parsed.static:
+        if parsed.static and not _is_tensor(self.scale):
             variance = self.scale / max(1.0, float(fan))
             sqrt = math.sqrt
         else:
             fan = tf.cast(fan, tf.float32)
-            variance = tf.cast(self.scale / tf.maximum(1.0, fan), dtype)
+            scale = tf.cast(self.scale, tf.float32)
+            variance = tf.cast(scale / tf.maximum(1.0, fan), dtype)
             sqrt = tf.sqrt
         shape_arg = parsed.tensor()
         if self.distribution == "truncated_normal":
