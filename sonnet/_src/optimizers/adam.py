@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, once
+from sonnet._src import base, checks, once
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -59,14 +59,10 @@ class Adam(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
-        opt_utils.check_hyperparameter(
-            "beta1", beta1, minimum=0, maximum=1, maximum_inclusive=False
-        )
-        opt_utils.check_hyperparameter(
-            "beta2", beta2, minimum=0, maximum=1, maximum_inclusive=False
-        )
-        opt_utils.check_hyperparameter("epsilon", epsilon, minimum=0)
+        checks.real("learning_rate", learning_rate)
+        checks.real("beta1", beta1)
+        checks.real("beta2", beta2)
+        checks.real("epsilon", epsilon)
         self.learning_rate = learning_rate
         self.beta1 = beta1
         self.beta2 = beta2

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, once
+from sonnet._src import base, checks, once
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -51,12 +51,11 @@ class Momentum(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
-        opt_utils.check_hyperparameter("momentum", momentum, minimum=0)
-        opt_utils.check_bool("use_nesterov", use_nesterov)
+        checks.real("learning_rate", learning_rate)
+        checks.real("momentum", momentum)
         self.learning_rate = learning_rate
         self.momentum = momentum
-        self.use_nesterov = bool(use_nesterov)
+        self.use_nesterov = checks.flag("use_nesterov", use_nesterov)
         self.accumulated_momentum: list[tf.Variable] = []
 
     @once.once

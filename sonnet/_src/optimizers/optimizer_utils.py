@@ -17,11 +17,9 @@ gather/scatter ops (which replica-local variables do not offer as methods).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from sonnet._src import utils
@@ -31,52 +29,6 @@ from sonnet._src.distribute import replicator
 FUSED_DTYPES = frozenset({tf.float16, tf.float32, tf.float64})
 
 Update = tf.Tensor | tf.IndexedSlices | None
-
-
-# ---------------------------------------------------------------------------
-# Constructor checks.
-
-
-def check_hyperparameter(
-    argument: str,
-    value: Any,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    maximum_inclusive: bool = True,
-) -> None:
-    """Checks a hyper-parameter: a real number in range or a scalar tensor.
-
-    Tensors and `tf.Variable`s are accepted whatever their value (a schedule
-    may assign them later); only their dtype and rank are checked.
-    """
-    if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)):
-        dtype = tf.as_dtype(value.dtype)
-        if not (dtype.is_floating or dtype.is_integer) or dtype.is_bool:
-            raise utils.bad_type(argument, "must have a real numeric dtype", value)
-        if tf.TensorShape(value.shape).rank not in (0, None):
-            raise utils.bad_value(argument, "must be a scalar", value)
-        return
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise utils.bad_type(
-            argument, "must be a real number, a scalar tensor or a tf.Variable", value
-        )
-    if not math.isfinite(value):
-        raise utils.bad_value(argument, "must be finite", value)
-    if minimum is not None and value < minimum:
-        raise utils.bad_value(argument, f"must be >= {minimum}", value)
-    if maximum is not None:
-        if maximum_inclusive and value > maximum:
-            raise utils.bad_value(argument, f"must be <= {maximum}", value)
-        if not maximum_inclusive and value >= maximum:
-            raise utils.bad_value(argument, f"must be < {maximum}", value)
-
-
-def check_bool(argument: str, value: Any) -> None:
-    """Checks that a flag is a Python bool (it selects a kernel attribute)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise utils.bad_type(argument, "must be a Python bool", value)
 
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, once
+from sonnet._src import base, checks, once
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -60,16 +60,15 @@ class RMSProp(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        opt_utils.check_hyperparameter("learning_rate", learning_rate, minimum=0)
-        opt_utils.check_hyperparameter("decay", decay, minimum=0, maximum=1)
-        opt_utils.check_hyperparameter("momentum", momentum, minimum=0)
-        opt_utils.check_hyperparameter("epsilon", epsilon, minimum=0)
-        opt_utils.check_bool("centered", centered)
+        checks.real("learning_rate", learning_rate)
+        checks.real("decay", decay)
+        checks.real("momentum", momentum)
+        checks.real("epsilon", epsilon)
         self.learning_rate = learning_rate
         self.decay = decay
         self.momentum = momentum
         self.epsilon = epsilon
-        self.centered = bool(centered)
+        self.centered = checks.flag("centered", centered)
         self.mom: list[tf.Variable] = []
         self.ms: list[tf.Variable] = []
         self.mg: list[tf.Variable] = []
