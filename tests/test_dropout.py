@@ -107,20 +107,17 @@ def test_tensor_is_training_traced(autograph):
     [
         ({"rate": -0.1}, ValueError, r"`rate` must be in \[0, 1\)"),
         ({"rate": 1.0}, ValueError, r"`rate` must be in \[0, 1\)"),
-        ({"rate": float("nan")}, ValueError, r"`rate` must be in \[0, 1\)"),
-        ({"rate": "0.5"}, TypeError, "`rate` must be a number"),
-        ({"rate": True}, TypeError, "`rate` must be a number"),
+        ({"rate": float("nan")}, ValueError, "`rate` must be finite"),
+        ({"rate": "0.5"}, TypeError, "`rate` must be a real number"),
+        ({"rate": True}, ValueError, r"`rate` must be in \[0, 1\)"),
         ({"rate": tf.Variable(1)}, TypeError, "`rate` must be a number or a scalar"),
-        (
-            {"rate": tf.Variable([0.5])},
-            TypeError,
-            "`rate` must be a number or a scalar",
-        ),
+        ({"rate": tf.Variable([0.5])}, ValueError, "`rate` must be a scalar"),
         ({"rate": tf.constant(1.5)}, ValueError, r"`rate` must be in \[0, 1\)"),
         ({"rate": 0.5, "noise_shape": 3}, TypeError, "`noise_shape` must be None or"),
         ({"rate": 0.5, "noise_shape": [2.0]}, TypeError, "`noise_shape` must contain"),
         ({"rate": 0.5, "noise_shape": [-2]}, ValueError, "`noise_shape` must contain"),
         ({"rate": 0.5, "seed": 1.5}, TypeError, "`seed` must be an integer"),
+        ({"rate": 0.5, "seed": "1"}, TypeError, "`seed` must be an integer"),
     ],
 )
 def test_bad_constructor_arguments(kwargs, error, fragment):
@@ -173,3 +170,12 @@ def test_tensor_noise_shape_mismatch(noise_shape):
     dropout = snt.Dropout(0.5, noise_shape=tf.constant(noise_shape))
     with pytest.raises(ValueError, match="`noise_shape` must broadcast"):
         dropout(tf.ones([2, 4]), is_training=True)
+
+
+@pytest.mark.parametrize(
+    "rate, seed", [(np.float32(0.5), 1.0), (np.array(0.5), np.int64(3)), (0.5, True)]
+)
+def test_numbers_in_any_spelling(rate, seed):
+    dropout = snt.Dropout(rate, seed=seed)
+    assert dropout._seed == int(seed)
+    assert dropout(tf.ones([4]), is_training=True).shape == [4]

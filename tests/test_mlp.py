@@ -326,3 +326,10 @@ def test_bad_inputs():
         mlp(tf.ones([2, 5]))
     with pytest.raises(TypeError, match="`inputs` must have dtype float32"):
         mlp(tf.ones([2, 4], tf.float64))
+
+
+def test_activation_none_rejected_where_it_would_be_applied():
+    with pytest.raises(TypeError, match="`activation` must be a function"):
+        snt.nets.MLP([2, 2], activation=None)
+    with pytest.raises(TypeError, match="`activation` must be a function"):
+        snt.nets.MLP([2], activation=None, activate_final=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,26 +12,24 @@ from sonnet._src import base, checks, utils
 
 
 def check_rate(argument: str, rate: Any) -> Any:
-    """Checks a dropout rate: a number in `[0, 1)` or a scalar float tensor."""
-    if isinstance(rate, (tf.Tensor, tf.Variable)):
-        if not rate.dtype.is_floating or rate.shape.rank not in (0, None):
+    """Checks a dropout rate: a number in `[0, 1)` or a scalar float tensor.
+
+    As `tf.nn.dropout`, which raised `ValueError` for the original, a rate
+    outside `[0, 1)` is refused (checked for tensors whose value is known).
+    """
+    checked = checks.real(argument, rate)
+    if isinstance(checked, (tf.Tensor, tf.Variable)):
+        if not checked.dtype.is_floating:
             raise utils.bad_type(
                 argument, "must be a number or a scalar floating point tensor", rate
             )
-        if isinstance(rate, tf.Tensor) and hasattr(rate, "numpy"):
-            value = float(rate.numpy())  # type: ignore[attr-defined]
-            if not 0 <= value < 1:
-                raise utils.bad_value(argument, "must be in [0, 1)", value)
-        return rate
-    if isinstance(rate, (bool, np.bool_)) or not isinstance(
-        rate, (int, float, np.integer, np.floating)
-    ):
-        raise utils.bad_type(
-            argument, "must be a number in [0, 1) or a scalar float tensor", rate
-        )
-    if not (math.isfinite(rate) and 0 <= rate < 1):
+        value = tf.get_static_value(checked) if isinstance(checked, tf.Tensor) else None
+        if value is not None and not 0 <= float(value) < 1:
+            raise utils.bad_value(argument, "must be in [0, 1)", float(value))
+        return checked
+    if not 0 <= checked < 1:
         raise utils.bad_value(argument, "must be in [0, 1)", rate)
-    return rate
+    return checked
 
 
 def _check_noise_shape(noise_shape: Any) -> Any:
@@ -98,12 +95,7 @@ class Dropout(base.Module):
         super().__init__(name=name)
         self._rate = check_rate("rate", rate)
         self._noise_shape = _check_noise_shape(noise_shape)
-        if seed is not None and (
-            isinstance(seed, (bool, np.bool_))
-            or not isinstance(seed, (int, np.integer))
-        ):
-            raise utils.bad_type("seed", "must be an integer or None", seed)
-        self._seed = None if seed is None else int(seed)
+        self._seed = checks.seed("seed", seed)
 
     def __call__(self, x: tf.Tensor, is_training: Any) -> tf.Tensor:
         """Applies dropout when `is_training` is true.

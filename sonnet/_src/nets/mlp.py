@@ -80,9 +80,17 @@ class MLP(base.Module):
         checks.callable_or_none(
             "activation", activation, "a function from tensor to tensor"
         )
-        if dropout_rate is not None:
-            dropout_lib.check_rate("dropout_rate", dropout_rate)
         activate_final = checks.flag("activate_final", activate_final)
+        if activation is None and (len(sizes) > 1 or activate_final):
+            # The original accepted None and failed (TypeError) when applying it.
+            raise utils.bad_type(
+                "activation",
+                "must be a function from tensor to tensor when it is applied "
+                "(more than one layer, or activate_final=True)",
+                activation,
+            )
+        if dropout_rate is not None:
+            dropout_rate = dropout_lib.check_rate("dropout_rate", dropout_rate)
         super().__init__(name=name)
         self._with_bias = with_bias
         self._w_init = w_init
