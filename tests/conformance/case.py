@@ -30,6 +30,10 @@ class Case:
         comment at the case).
       distribute: False when the module cannot run under MirroredStrategy.
       tolerance: absolute/relative tolerance for output comparisons.
+      batch_axis: The batch axis of the input tensors, made unknown by the
+        unknown-dims suites.
+      static_axes: Input axes that must stay statically known (e.g. time for
+        `snt.static_unroll`); the unknown-dims suites keep them.
       ctor_kwargs: Valid keyword arguments such that `cls(**ctor_kwargs)`
         builds the same module as `factory` (checked by comparing reprs). The
         constructor fuzz replaces one of them at a time with junk. None when
@@ -46,6 +50,8 @@ class Case:
     saved_model: bool = True
     distribute: bool = True
     tolerance: float = 1e-5
+    batch_axis: int = 0
+    static_axes: tuple[int, ...] = ()
     ctor_kwargs: dict[str, Any] | None = None
 
     def run(self, module: Any, *inputs: Any) -> Any:

@@ -217,3 +217,52 @@ def test_mirrored_strategy_two_replicas(case: Case):
     ]
     for result in per_replica:
         _assert_same(case, expected, result)
+
+
+def _unknown_spec(case: Case, x: Any, unknown: str) -> tf.TensorSpec:
+    """A spec for `x` with the batch dim, or every dim, unknown.
+
+    The case's `static_axes` stay known.
+    """
+    x = tf.convert_to_tensor(x)
+    shape = x.shape.as_list()
+    for axis in range(len(shape)):
+        if axis not in case.static_axes and (
+            unknown == "all" or axis == case.batch_axis
+        ):
+            shape[axis] = None
+    return tf.TensorSpec(shape, x.dtype)
+
+
+@pytest.mark.parametrize("unknown", ["batch", "all"])
+@pytest.mark.parametrize("autograph", [True, False], ids=["autograph", "no_autograph"])
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_tf_function_with_unknown_dims(case: Case, autograph: bool, unknown: str):
+    # Built eagerly first, so no variable needs a static size: every module
+    # must then trace with the batch dim, or all dims, unknown.
+    module, inputs, snap = _build(case)
+    expected = _reference(case, module, inputs, snap)
+    signature = tf.nest.map_structure(lambda x: _unknown_spec(case, x, unknown), inputs)
+    traced = tf.function(
+        lambda *a: case.run(module, *a),
+        input_signature=list(signature),
+        autograph=autograph,
+    )
+    _reset(module, snap)
+    _assert_same(case, expected, traced(*inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_first_call_traced_with_unknown_batch(case: Case):
+    # The variables are created by a trace (AutoGraph on, the default) whose
+    # inputs have an unknown batch dim.
+    reference, inputs, snap = _build(case)
+    expected = _reference(case, reference, inputs, snap)
+    module = case.factory()
+    signature = tf.nest.map_structure(lambda x: _unknown_spec(case, x, "batch"), inputs)
+    traced = tf.function(
+        lambda *a: case.run(module, *a), input_signature=list(signature)
+    )
+    traced(*inputs)
+    _reset(module, snap)
+    _assert_same(case, expected, traced(*inputs))

@@ -220,6 +220,9 @@ CASES = [
         lambda: snt.LSTM(4),
         (2, 3),
         unroll=snt.static_unroll,
+        # Time-major inputs whose length the static unroll needs.
+        batch_axis=1,
+        static_axes=(0,),
     ),
     _unroll_case("GRU-dynamic_unroll", snt.GRU, lambda: snt.GRU(4), (2, 3)),
     _unroll_case(
@@ -229,6 +232,9 @@ CASES = [
         (3, 3),
         unroll=snt.static_unroll,
         with_lengths=True,
+        # Time-major inputs whose length the static unroll needs.
+        batch_axis=1,
+        static_axes=(0,),
     ),
     _unroll_case(
         "Conv2DLSTM-dynamic_unroll",
