@@ -8,6 +8,12 @@
   a clean `ValueError` or `TypeError`.
 - `"fixed"`: the original accepts and returns a silently wrong result (say
   which); we return the right one.
+- `"lenient"`: the original rejects (or crashes on) a spelling whose meaning
+  is clear, e.g. a NumPy integer axis; we accept it and return the evident
+  result. Each also has a line in the README migration notes.
+
+Entries live in one file per family, `allowed_<family>.py` (a dict
+`ALLOWED`), merged here.
 
 Where both reject no entry is needed: our exception must simply be an
 instance of the original's class (so a clean error for an input on which a
@@ -25,12 +31,18 @@ it is hard to fix.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
+import tests.differential as _package
 from tests.differential.xfail import XFAIL, XFAIL_LENIENT
 
-ALLOWED: dict[str, tuple[str, str]] = {
-    # The original iterates `layers` twice, so a generator gives a DeepRNN
-    # without layers (outputs = inputs); we keep the layers.
-    "recurrent/DeepRNN(layers=generator)": ("fixed", "generator layers dropped"),
-}
+ALLOWED: dict[str, tuple[str, str]] = {}
+for _info in sorted(pkgutil.iter_modules(_package.__path__), key=lambda i: i.name):
+    if _info.name.startswith("allowed_"):
+        _module = importlib.import_module(f"{_package.__name__}.{_info.name}")
+        _overlap = set(ALLOWED) & set(_module.ALLOWED)
+        assert not _overlap, f"scenarios allowed twice: {sorted(_overlap)}"
+        ALLOWED.update(_module.ALLOWED)
 
 __all__ = ["ALLOWED", "XFAIL", "XFAIL_LENIENT"]
