@@ -74,7 +74,9 @@ def test_split_leading_dim_dynamic():
 
 
 def test_split_leading_dim_mismatch():
-    with pytest.raises(ValueError, match="`x` must have a first dimension equal to"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`x` must have a first dimension equal to"
+    ):
         snt.split_leading_dim(_x(5, 2), _x(2, 3), 2)
 
 

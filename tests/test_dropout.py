@@ -108,9 +108,10 @@ def test_tensor_is_training_traced(autograph):
         ({"rate": -0.1}, ValueError, r"`rate` must be in \[0, 1\)"),
         ({"rate": 1.0}, ValueError, r"`rate` must be in \[0, 1\)"),
         ({"rate": float("nan")}, ValueError, "`rate` must be finite"),
-        ({"rate": "0.5"}, TypeError, "`rate` must be a real number"),
+        ({"rate": "0.5"}, ValueError, "`rate` must be a number in"),
+        ({"rate": None}, ValueError, "`rate` must be a number in"),
         ({"rate": True}, ValueError, r"`rate` must be in \[0, 1\)"),
-        ({"rate": tf.Variable(1)}, TypeError, "`rate` must be a number or a scalar"),
+        ({"rate": tf.Variable(1)}, ValueError, "`rate` must be a number in"),
         ({"rate": tf.Variable([0.5])}, ValueError, "`rate` must be a scalar"),
         ({"rate": tf.constant(1.5)}, ValueError, r"`rate` must be in \[0, 1\)"),
         ({"rate": 0.5, "noise_shape": 3}, TypeError, "`noise_shape` must be None or"),
@@ -120,9 +121,15 @@ def test_tensor_is_training_traced(autograph):
         ({"rate": 0.5, "seed": "1"}, TypeError, "`seed` must be an integer"),
     ],
 )
-def test_bad_constructor_arguments(kwargs, error, fragment):
+def test_bad_arguments_fail_on_the_first_training_call(kwargs, error, fragment):
+    # As in the original: evaluation ignores them, training checks them.
+    dropout = snt.Dropout(**kwargs)
+    x = tf.ones([2, 4])
+    assert dropout(x, is_training=False) is x
     with pytest.raises(error, match=fragment):
-        snt.Dropout(**kwargs)
+        dropout(x, is_training=True)
+    with pytest.raises(error, match=fragment):  # Until they are fixed.
+        dropout(x, is_training=True)
 
 
 @settings(max_examples=25, deadline=None)

@@ -214,3 +214,8 @@ def test_sizes_as_scalar_tensors():
     embed = snt.Embed(tf.constant(10), tf.constant(4), densify_gradients=0)
     assert embed(tf.constant([1, 2])).shape == [2, 4]
     assert (embed.vocab_size, embed.embed_dim) == (10, 4)
+
+
+def test_trainable_none_is_trainable():
+    # `tf.Variable(trainable=None)` is trainable; the original passed it on.
+    assert snt.Embed(4, 2, trainable=None).embeddings.trainable

@@ -132,8 +132,9 @@ def test_bad_constructor_arguments(kwargs, error, fragment):
 @pytest.mark.parametrize(
     "output_shape, error, fragment",
     [
-        (2, ValueError, "`output_shape` must be a sequence"),
-        ([2.0], ValueError, "`output_shape` must contain only ints"),
+        (2, TypeError, "`output_shape` must be a sequence"),
+        (None, TypeError, "`output_shape` must be a sequence"),
+        ([2.0], tf.errors.InvalidArgumentError, "`output_shape` must contain only"),
         ([7, "string"], ValueError, "`output_shape` must contain only ints"),
         ([-2], tf.errors.InvalidArgumentError, "`output_shape` must contain sizes"),
         ([-1, -1], tf.errors.InvalidArgumentError, "`output_shape` must contain at"),
@@ -145,7 +146,23 @@ def test_bad_output_shape_fails_on_first_call(output_shape, error, fragment):
     reshape = snt.Reshape(output_shape)
     with pytest.raises(error, match=fragment) as info:
         reshape(_x(2, 3, 4))
-    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, (ValueError, TypeError))
+
+
+@pytest.mark.parametrize(
+    "output_shape", [np.array([12]), tf.constant([12]), tf.constant([-1], tf.int64)]
+)
+def test_output_shape_as_an_array_or_tensor(output_shape):
+    assert snt.Reshape(output_shape)(_x(2, 3, 4)).shape == [2, 12]
+
+
+@pytest.mark.parametrize("inputs", [None, "x"])
+def test_inputs_that_are_not_tensors_are_attribute_errors(inputs):
+    # The original read `inputs.shape`.
+    for module in (snt.Reshape([-1]), snt.Linear(2), snt.Bias()):
+        with pytest.raises(AttributeError, match="`inputs` must be a tensor") as info:
+            module(inputs)
+        assert isinstance(info.value, TypeError)
 
 
 def test_size_mismatch_is_an_invalid_argument_error():

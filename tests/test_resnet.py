@@ -295,7 +295,7 @@ def test_tensor_flag_matches_python_flag():
         ({"bn_config": [("eps", 1)]}, TypeError, "`bn_config` must be a mapping"),
         (
             {"bn_config": {"momentum": 0.9}},
-            ValueError,
+            TypeError,
             r"`bn_config` may only set .*\['momentum'\]",
         ),
         (

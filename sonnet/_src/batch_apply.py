@@ -96,7 +96,8 @@ def split_leading_dim(x: Any, example: Any, num_dims: int) -> Any:
         new_shape = tf.concat([tf.shape(example)[:num_dims], tf.shape(x)[1:]], axis=0)
         result = tf.reshape(x, new_shape)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
-        raise utils.bad_value(
+        # The original let the reshape fail: `InvalidArgumentError`.
+        raise checks.invalid_argument(
             "x",
             f"must have a first dimension equal to the product of the first "
             f"{num_dims} dimensions of `example` (shape {example.shape}) ({e})",

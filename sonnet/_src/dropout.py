@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, once, utils
 
 
 def check_rate(argument: str, rate: Any) -> Any:
@@ -93,9 +93,23 @@ class Dropout(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._rate = check_rate("rate", rate)
-        self._noise_shape = _check_noise_shape(noise_shape)
-        self._seed = checks.seed("seed", seed)
+        # As in the original, the arguments are only used (and so checked) by
+        # the first call in training mode: in evaluation dropout is the
+        # identity whatever they are.
+        self._rate = rate
+        self._noise_shape = noise_shape
+        self._seed = seed
+
+    @once.once
+    def _check_arguments(self) -> None:
+        try:
+            self._rate = check_rate("rate", self._rate)
+        except TypeError as e:  # `tf.nn.dropout` raised ValueError for these.
+            raise utils.bad_value(
+                "rate", "must be a number in [0, 1) or a scalar tensor", self._rate
+            ) from e
+        self._noise_shape = _check_noise_shape(self._noise_shape)
+        self._seed = checks.seed("seed", self._seed)
 
     def __call__(self, x: tf.Tensor, is_training: Any) -> tf.Tensor:
         """Applies dropout when `is_training` is true.
@@ -121,6 +135,7 @@ class Dropout(base.Module):
         return tf.cond(training, lambda: self._dropout(x), lambda: tf.identity(x))
 
     def _dropout(self, x: Any) -> tf.Tensor:
+        self._check_arguments()
         x = utils.to_tensor("x", x)
         if not x.dtype.is_floating:
             raise utils.bad_type(

@@ -132,7 +132,8 @@ class Embed(base.Module):
         self.densify_gradients = checks.flag("densify_gradients", densify_gradients)
         self.embeddings = tf.Variable(
             value,
-            trainable=checks.flag("trainable", trainable),
+            # None is `tf.Variable`'s default (trainable), as in the original.
+            trainable=trainable is None or checks.flag("trainable", trainable),
             name="embeddings",
         )
 

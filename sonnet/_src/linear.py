@@ -80,7 +80,13 @@ def initial_value(
 
 
 def shape_and_dtype(inputs: Any, argument: str = "inputs") -> tuple[Any, tf.DType]:
-    """The static `tf.TensorShape` and `tf.DType` of a tensor-like `inputs`."""
+    """The static `tf.TensorShape` and `tf.DType` of a tensor-like `inputs`.
+
+    None or a string is refused with an error that is also an
+    `AttributeError`, as the original's `inputs.shape` raised.
+    """
+    if inputs is None or isinstance(inputs, (str, bytes)):
+        raise checks.lacks_attribute(argument, "must be a tensor", inputs)
     if not isinstance(inputs, (tf.Tensor, tf.Variable, np.ndarray)):
         inputs = utils.to_tensor(argument, inputs)
     try:

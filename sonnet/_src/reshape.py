@@ -25,15 +25,25 @@ def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
                 "output_shape", "must have a known rank", output_shape
             )
         output_shape = [-1 if d is None else d for d in output_shape.as_list()]
+    elif isinstance(output_shape, (tf.Tensor, tf.Variable, np.ndarray)):
+        # A 1-D array or tensor of sizes, as `tf.reshape` takes.
+        static = tf.get_static_value(output_shape)
+        if static is not None and np.ndim(static) == 1:
+            output_shape = list(static)
     if isinstance(output_shape, (str, bytes)) or not isinstance(output_shape, Sequence):
-        raise utils.bad_value(
+        # The original iterated it: a TypeError.
+        raise utils.bad_type(
             "output_shape",
             "must be a sequence of sizes (ints, at most one -1)",
             output_shape,
         )
     shape = tuple(checks.as_index(d) for d in output_shape)
     if any(d is None for d in shape):
-        raise utils.bad_value(
+        floats = all(isinstance(d, (float, np.floating)) for d in output_shape)
+        # Floats reached `tf.reshape` (InvalidArgumentError); others failed
+        # converting to a shape (ValueError).
+        make = checks.invalid_argument_type if floats else utils.bad_value
+        raise make(
             "output_shape", "must contain only ints (at most one -1)", output_shape
         )
     if any(d < -1 for d in shape):  # type: ignore[operator]

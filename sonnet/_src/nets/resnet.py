@@ -25,7 +25,8 @@ def _check_bn_config(bn_config: Any) -> dict[str, Any]:
         )
     unknown = sorted(str(k) for k in bn_config if k not in _BN_KEYS)
     if unknown:
-        raise utils.bad_value(
+        # The original passed them on: `BatchNorm()` raised a TypeError.
+        raise utils.bad_type(
             "bn_config",
             f"may only set the snt.BatchNorm arguments {sorted(_BN_KEYS)}, "
             f"not {unknown}",
