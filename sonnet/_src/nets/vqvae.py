@@ -204,7 +204,8 @@ class VectorQuantizerEMA(_Quantizer):
         super().__init__(name=name)
         self.embedding_dim = checks.size("embedding_dim", embedding_dim)
         self.num_embeddings = checks.size("num_embeddings", num_embeddings)
-        self.decay = checks.real("decay", decay)
+        # The original's moving averages refused a decay outside [0, 1].
+        self.decay = checks.real("decay", decay, minimum=0, maximum=1)
         self.commitment_cost = checks.real("commitment_cost", commitment_cost)
         self.epsilon = checks.real("epsilon", epsilon)
         dtype = checks.dtype("dtype", dtype, floating=True)
