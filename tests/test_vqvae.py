@@ -292,8 +292,8 @@ def test_junk_constructor_arguments(argument, value):
         lambda: snt.nets.VectorQuantizerEMA(**kwargs), [argument]
     )
     if ok:
-        out = vq(tf.ones([4, 2], vq.embeddings.dtype), is_training=True)
-        assert set(out) == KEYS
+        x = tf.ones([4, vq.embedding_dim], vq.embeddings.dtype)
+        assert set(vq(x, is_training=True)) == KEYS
 
 
 @settings(max_examples=25, deadline=None)
