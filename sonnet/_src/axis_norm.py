@@ -221,7 +221,8 @@ class LayerNorm(NormParams, base.Module):
     @once
     def _initialize(self, inputs: tf.Tensor) -> None:
         self.build_params(inputs)
-        self._resolved_axis = resolve_axis(self._axis, self._rank)
+        # The axes of the first input, as the original stores them.
+        self._axis = resolve_axis(self._axis, self._rank)
         self.create_params()
 
     @utils.no_autograph
@@ -250,7 +251,7 @@ class LayerNorm(NormParams, base.Module):
             scale = self.scale
         if offset is None:
             offset = self.offset
-        mean, variance = tf.nn.moments(inputs, self._resolved_axis, keepdims=True)
+        mean, variance = tf.nn.moments(inputs, self._axis, keepdims=True)
         return tf.nn.batch_normalization(
             inputs,
             mean,
