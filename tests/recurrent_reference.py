@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -90,3 +91,39 @@ def conv_same(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def random(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float32)
+
+
+def unroll(
+    step: Callable[[np.ndarray, Any], tuple[Any, Any]],
+    xs: np.ndarray,
+    state: Any,
+    lengths: np.ndarray | None = None,
+) -> tuple[Any, Any]:
+    """The original Sonnet's unroll, one `step(x_t, state)` at a time.
+
+    Past a row's length its outputs repeat the previous step's (zeros before
+    the first step) and its state is kept; scalar leaves always advance.
+    Returns the outputs stacked along a leading time axis and the final state.
+    """
+    outputs = []
+    previous = None
+    for t, x in enumerate(xs):
+        out, next_state = step(x, state)
+        if lengths is not None:
+            done = t >= np.asarray(lengths)
+            if previous is None:
+                previous = tf.nest.map_structure(np.zeros_like, out)
+            hold = functools.partial(_hold, done)
+            out = tf.nest.map_structure(hold, previous, out)
+            next_state = tf.nest.map_structure(hold, state, next_state)
+        outputs.append(out)
+        previous, state = out, next_state
+    return tf.nest.map_structure(lambda *steps: np.stack(steps), *outputs), state
+
+
+def _hold(done: np.ndarray, old: Any, new: Any) -> Any:
+    """`old` for the rows that are `done`, else `new` (scalars: `new`)."""
+    if np.ndim(new) == 0:
+        return new
+    keep_old = done.reshape([-1] + [1] * (np.ndim(new) - 1))
+    return np.where(keep_old, old, new)

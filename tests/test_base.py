@@ -174,6 +174,28 @@ def test_wrapped_methods_keep_name_and_signature():
     assert list(inspect.signature(Scale.__call__).parameters) == ["self", "x"]
 
 
+def test_wrapt_decorated_method_sees_its_instance():
+    wrapt = pytest.importorskip("wrapt")
+    seen = []
+
+    @wrapt.decorator
+    def square_result(method, instance, args, kwargs):
+        seen.append(instance)
+        scope, y = method(*args, **kwargs)
+        return scope, y**2
+
+    class WraptModule(snt.Module):
+        @square_result
+        def __call__(self, x):
+            return tf.get_current_name_scope(), x**2
+
+    mod = WraptModule()
+    assert mod(3) == ("wrapt_module", 81)
+    assert seen == [mod]
+    scope, y = tf.function(mod)(tf.constant(2))
+    assert scope == "wrapt_module" and int(y) == 16
+
+
 def test_missing_super_init_raises():
     class NoSuper(snt.Module):
         def __init__(self):
@@ -394,6 +416,13 @@ def test_once_rejects_return_values():
 
     with pytest.raises(ValueError, match="must return None. Received: 1"):
         f()
+
+
+def test_once_of_a_non_callable():
+    # The original failed with `AttributeError`; ours is a `TypeError` too.
+    with pytest.raises(TypeError, match="`f` must be callable") as info:
+        snt.once(3)
+    assert isinstance(info.value, AttributeError)
 
 
 def test_once_bound_method_and_callable():

@@ -425,6 +425,9 @@ def test_subclass_can_replace_moments_and_disable_fusion():
 # Errors -----------------------------------------------------------------------
 
 
+IAE = tf.errors.InvalidArgumentError
+
+
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
@@ -438,30 +441,144 @@ def test_subclass_can_replace_moments_and_disable_fusion():
             ValueError,
             "`offset_init` must be None when `create_offset=False`",
         ),
+        # The unused-initializer check comes first, as in the original.
+        ({"scale_init": 1.0, "create_scale": False}, ValueError, "`scale_init`"),
         ({"scale_init": "ones"}, TypeError, "`scale_init` must be a callable"),
         ({"offset_init": 3}, TypeError, "`offset_init` must be a callable"),
-        ({"eps": -1.0}, ValueError, "`eps` must be a non-negative float"),
         ({"eps": float("nan")}, ValueError, "`eps`"),
-        ({"eps": "small"}, TypeError, "`eps`"),
-        ({"decay_rate": 1.5}, ValueError, "`decay_rate` must be in"),
+        ({"eps": None}, ValueError, "`eps`"),
+        ({"eps": [1e-3]}, TypeError, "`eps`"),
+        # The original's ops failed on a string (`TypeError` fused, else
+        # `InvalidArgumentError`): ours is both.
+        ({"eps": "small"}, (TypeError, IAE), "`eps`"),
+        ({"decay_rate": float("nan")}, ValueError, "`decay_rate`"),
         ({"decay_rate": "x"}, TypeError, "`decay_rate`"),
+        ({"decay_rate": np.full([3], 0.9)}, TypeError, "`decay_rate`"),
         ({"data_format": "HWNX"}, ValueError, "`data_format`"),
         ({"create_scale": "yes"}, TypeError, "`create_scale` must be a bool"),
-        ({"create_offset": 2}, TypeError, "`create_offset` must be a bool"),
+        ({"create_offset": np.ones([2])}, ValueError, "`create_offset`"),
         ({"name": "1bad"}, ValueError, "`name`"),
     ],
 )
 def test_constructor_errors(kwargs, error, match):
     args = {"create_scale": True, "create_offset": True, **kwargs}
-    with pytest.raises(error, match=match):
+    errors = error if isinstance(error, tuple) else (error,)
+    with pytest.raises(errors[0], match=match) as info:
         snt.BatchNorm(**args)
+    assert all(isinstance(info.value, e) for e in errors)
 
 
-def test_bad_metrics():
-    with pytest.raises(TypeError, match="`moving_mean` must be a metric"):
-        snt.BaseBatchNorm(True, True, object(), snt.Sum())
-    with pytest.raises(TypeError, match="`moving_variance` must be a metric"):
-        snt.BaseBatchNorm(True, True, snt.Sum(), None)
+@pytest.mark.parametrize(
+    "value, expected",
+    [(1, True), (0, False), (2, True), (np.int64(1), True), (1.0, True)]
+    + [(np.bool_(False), False), (tf.constant(True), True)],
+)
+def test_create_flags_by_truth_value(value, expected):
+    # The original tested the flags with `if`.
+    bn = snt.BatchNorm(create_scale=value, create_offset=value)
+    bn(tf.ones([2, 3]), is_training=True)
+    assert bn.scale.trainable is expected and bn.offset.trainable is expected
+
+
+def test_create_flags_none():
+    # As in the original: the variables are trainable (`tf.Variable`'s
+    # default for `trainable=None`), yet `scale`/`offset` may be passed.
+    bn = snt.BatchNorm(create_scale=None, create_offset=None)
+    x = _data([4, 3])
+    y = bn(x, is_training=True, scale=2.0, offset=1.0)
+    assert bn.scale.trainable and bn.offset.trainable
+    np.testing.assert_allclose(
+        y, _reference(x, x.mean(0), x.var(0), 2.0, 1.0), rtol=1e-4, atol=1e-4
+    )
+
+
+@pytest.mark.parametrize(
+    "eps",
+    [
+        1e-3,
+        np.float32(1e-3),
+        np.array(1e-3),
+        tf.constant(1e-3),
+        tf.constant(1e-3, tf.float64),
+    ],
+)
+def test_eps_spellings(eps):
+    x = _data([2, 2, 2, 3])
+    bn = snt.BatchNorm(True, True, eps=eps)
+    assert isinstance(bn._eps, float) and bn._eps == pytest.approx(1e-3)
+    y = bn(x, is_training=True)
+    mean, var = x.mean((0, 1, 2)), x.var((0, 1, 2))
+    np.testing.assert_allclose(
+        y, (x - mean) / np.sqrt(var + 1e-3), rtol=1e-4, atol=1e-4
+    )
+    assert bn._fused
+
+
+def test_eps_variable_uses_the_unfused_kernel():
+    eps = tf.Variable(1e-3)
+    x = _data([2, 2, 2, 3])
+    bn = snt.BatchNorm(True, True, eps=eps)
+    y = bn(x, is_training=True)
+    assert not bn._fused
+    mean, var = x.mean((0, 1, 2)), x.var((0, 1, 2))
+    np.testing.assert_allclose(
+        y, (x - mean) / np.sqrt(var + 1e-3), rtol=1e-4, atol=1e-4
+    )
+
+
+@pytest.mark.parametrize("eps", [-1e-6, 0, True, 2])
+def test_eps_any_real_number(eps):
+    # The original did not check `eps`: its formula's results.
+    x = _data([4, 3])
+    y = snt.BatchNorm(True, True, eps=eps)(x, is_training=True)
+    var = x.var(0)
+    np.testing.assert_allclose(
+        y, (x - x.mean(0)) / np.sqrt(var + float(eps)), rtol=1e-4, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    "decay", [0.5, 1, np.float32(0.5), np.array(0.5), tf.constant(0.5), -0.5, 1.5]
+)
+def test_decay_rate_spellings(decay):
+    bn = snt.BatchNorm(True, True, decay_rate=decay)
+    x = _data([4, 3])
+    bn(x, is_training=True)
+    # The first update gives the batch mean (debiased), whatever the decay.
+    if float(decay) != 1:
+        np.testing.assert_allclose(bn.moving_mean.value[0], x.mean(0), rtol=1e-5)
+
+
+def test_bad_metrics_fail_on_the_first_call():
+    # As in the original, construction accepts anything; the first call uses
+    # `initialize` and fails (`AttributeError` there; ours is a `TypeError`
+    # too).
+    bn = snt.BaseBatchNorm(True, True, object(), snt.Sum())
+    with pytest.raises(TypeError, match="`moving_mean` must be a metric") as info:
+        bn(tf.ones([2, 3]), is_training=True)
+    assert isinstance(info.value, AttributeError)
+    bn = snt.BaseBatchNorm(True, True, snt.Sum(), None)
+    with pytest.raises(AttributeError, match="`moving_variance` must be a metric"):
+        bn(tf.ones([2, 3]), is_training=True)
+    assert not hasattr(bn, "scale")
+
+
+@pytest.mark.parametrize(
+    "flag, training",
+    [(1, True), (0, False), (None, False), (np.bool_(True), True), (1.0, True)]
+    + [(tf.constant(True), True), (tf.constant(0), False), (np.int64(1), True)],
+)
+def test_mode_flags_by_truth_value(flag, training):
+    x = _data([4, 2, 2, 3])
+    expected = snt.BatchNorm(True, True)(x, is_training=training)
+    np.testing.assert_allclose(
+        snt.BatchNorm(True, True)(x, is_training=flag), expected, rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        snt.BatchNorm(True, True)(x, is_training=False, test_local_stats=flag),
+        snt.BatchNorm(True, True)(x, is_training=False, test_local_stats=training),
+        rtol=1e-6,
+    )
 
 
 def test_call_errors():
@@ -471,30 +588,62 @@ def test_call_errors():
         bn(x, is_training=True, scale=tf.ones([3]))
     with pytest.raises(ValueError, match="`offset` must be None when the module"):
         bn(x, is_training=True, offset=tf.ones([3]))
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
+    with pytest.raises(TypeError, match="`is_training` must be a bool"):
         bn(x, is_training="yes")
-    with pytest.raises(TypeError, match="`test_local_stats` must be a Python bool"):
-        bn(x, is_training=False, test_local_stats=1)
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
+    with pytest.raises(TypeError, match="`test_local_stats` must be a bool"):
+        bn(x, is_training=False, test_local_stats=b"1")
+    # No single truth value: the original's `if` raised `ValueError`.
+    with pytest.raises(ValueError, match="`is_training` must have a single truth"):
         bn(x, is_training=tf.constant([True, False]))
+    with pytest.raises(ValueError, match="`test_local_stats` must have a single"):
+        bn(x, is_training=False, test_local_stats=np.array([1, 0]))
     assert not hasattr(bn, "scale")  # Nothing was built by the failed calls.
 
     bn(x, is_training=True)
     before = bad_input.snapshot(bn)
-    with pytest.raises(ValueError, match=r"`inputs` must keep the rank .*\(4\)"):
+    # The original's ops failed (`InvalidArgumentError`); ours are also
+    # `ValueError`s, or `TypeError`s for a dtype.
+    with pytest.raises(IAE, match=r"`inputs` must keep the rank .*\(4\)") as info:
         bn(tf.ones([2, 2, 3]), is_training=True)
-    with pytest.raises(ValueError, match=r"number of channels of the first call \(3\)"):
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(IAE, match=r"number of channels of the first call \(3\)"):
         bn(tf.ones([2, 2, 2, 4]), is_training=True)
-    with pytest.raises(TypeError, match=r"dtype of the first call \(float32\)"):
+    with pytest.raises(IAE, match=r"dtype of the first call \(float32\)") as info:
         bn(tf.ones([2, 2, 2, 3], tf.float64), is_training=True)
+    assert isinstance(info.value, TypeError)
     bad_input.assert_unchanged(bn, before)
 
 
+def test_call_time_scale_spellings():
+    x = _data([4, 2, 2, 3])
+    expected = snt.BatchNorm(True, True)(x, is_training=True) * 2
+    for scale in (2.0, [2.0] * 3, np.full([3], 2.0), tf.fill([3], 2.0)):
+        bn = snt.BatchNorm(create_scale=False, create_offset=True)
+        np.testing.assert_allclose(
+            bn(x, is_training=True, scale=scale), expected, rtol=1e-5, atol=1e-5
+        )
+    bn = snt.BatchNorm(create_scale=False, create_offset=True)
+    # A tensor of another dtype: the original's conversion raised
+    # `ValueError`; ours is an `InvalidArgumentError` too.
+    with pytest.raises(ValueError, match="`scale` must be convertible") as info:
+        bn(x, is_training=True, scale=tf.ones([3], tf.float64))
+    assert isinstance(info.value, IAE)
+
+
 def test_build_errors():
+    # The original indexed the shape past its end (`IndexError`).
+    with pytest.raises(IndexError, match="`inputs` must have a known rank >= 1"):
+        snt.BatchNorm(True, True)(tf.ones([]), is_training=True)
     with pytest.raises(ValueError, match="`inputs` must have a known rank >= 2"):
-        snt.BatchNorm(True, True)(tf.ones([3]), is_training=True)
-    with pytest.raises(TypeError, match="`inputs` must have a floating point"):
+        snt.BatchNorm(True, True, data_format="NCW")(tf.ones([3]), is_training=True)
+    # It read `inputs.shape` (`AttributeError`).
+    for bad in (None, "x"):
+        with pytest.raises(TypeError, match="`inputs` must be a tensor") as info:
+            snt.BatchNorm(True, True)(bad, is_training=True)
+        assert isinstance(info.value, AttributeError)
+    with pytest.raises(IAE, match="`inputs` must have a floating point") as info:
         snt.BatchNorm(True, True)(tf.ones([2, 3], tf.int32), is_training=True)
+    assert isinstance(info.value, TypeError)
     with pytest.raises(TypeError, match="`inputs` must be convertible"):
         snt.BatchNorm(True, True)(object(), is_training=True)
 
@@ -504,9 +653,7 @@ def test_build_errors():
     def call(x):
         return bn(x, is_training=True)
 
-    with pytest.raises(
-        ValueError, match="statically known, non-zero number of channels"
-    ):
+    with pytest.raises(ValueError, match="statically known number of channels"):
         call.get_concrete_function()
 
     @tf.function(input_signature=[tf.TensorSpec(None)])
@@ -517,7 +664,21 @@ def test_build_errors():
         unknown_rank.get_concrete_function()
 
 
+def test_rank_one_inputs():
+    # Each element is its own channel (the original's axes: none).
+    bn = snt.BatchNorm(True, True)
+    x = tf.constant([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(bn(x, is_training=True), [0.0, 0.0, 0.0])
+    assert bn.scale.shape == [3] and bn.moving_mean.value.shape == [3]
+    np.testing.assert_allclose(bn.moving_mean.value, [1.0, 2.0, 3.0], rtol=1e-4)
+    mean, var = bn.moving_mean.value, bn.moving_variance.value
+    np.testing.assert_allclose(
+        bn(x, is_training=False), (x - mean) / np.sqrt(var + EPS), rtol=1e-4
+    )
+
+
 def test_check_flag_accepts_zero_and_one():
+    # Kept for `snt.nets.ResNet`.
     assert bn_lib.check_flag("create_scale", 1) is True
     assert bn_lib.check_flag("create_scale", np.bool_(False)) is False
 
@@ -595,15 +756,127 @@ def test_empty_batch_leaves_statistics_alone():
     assert int(bn.moving_mean._counter.numpy()) == 2
 
 
-def test_zero_channels_rejected():
-    bn = snt.BatchNorm(True, True)
-    with pytest.raises(ValueError, match="non-zero number of channels"):
-        bn(tf.zeros([2, 0]), is_training=True)
-    assert not hasattr(bn, "scale")
+def test_zero_channels():
+    # The original accepted them (empty outputs and parameters).
+    for training in (True, False):
+        bn = snt.BatchNorm(True, True)
+        assert bn(tf.zeros([2, 0]), is_training=training).shape == [2, 0]
+        assert bn.scale.shape == [0] and not bn._fused
 
 
 def test_tensor_decay_rate():
     bn = snt.BatchNorm(True, True, decay_rate=tf.constant(0.5))
     bn(tf.ones([2, 3]), is_training=True)
-    with pytest.raises(TypeError, match="`decay_rate` must be a float scalar"):
-        snt.BatchNorm(True, True, decay_rate=tf.constant(1))
+    snt.BatchNorm(True, True, decay_rate=tf.constant(1))(tf.ones([2, 3]), True)
+    with pytest.raises(TypeError, match="`decay_rate` must be a real number"):
+        snt.BatchNorm(True, True, decay_rate=tf.constant(True))
+
+
+# Users' metrics -------------------------------------------------------------
+
+
+class RecordingMetric:
+    """A metric that is not an `snt.Metric` (as in the original's tests):
+    its value is the last value it was given."""
+
+    def __init__(self):
+        self.variable = None
+        self.calls = []
+
+    def initialize(self, x):
+        self.calls.append(("initialize", tuple(x.shape)))
+        self.variable = tf.Variable(x)
+
+    def update(self, x):
+        self.calls.append(("update", tuple(x.shape)))
+        self.variable.assign(x)
+
+    @property
+    def value(self):
+        return self.variable
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=_layout_id)
+def test_user_metrics_start_from_the_first_batch(layout):
+    shape, fmt, unbiased = layout
+    channels_first = snt.BatchNorm(True, True, data_format=fmt)._channel_index == 1
+    axes = _axes(len(shape), channels_first)
+    x = _data(shape)
+    mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
+    stats = mean.shape
+    moving_mean, moving_variance = RecordingMetric(), RecordingMetric()
+    bn = snt.BaseBatchNorm(False, False, moving_mean, moving_variance, data_format=fmt)
+    # Inference on the first call uses the first batch's moments (the
+    # original initialized the metrics with them), so the output is the
+    # normalized batch.
+    y = bn(x, is_training=False)
+    np.testing.assert_allclose(y, _reference(x, mean, var, 1, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(moving_mean.value, mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(moving_variance.value, var, rtol=1e-5, atol=1e-6)
+    assert moving_mean.calls == [("initialize", stats)]
+    # Training updates them with the batch moments, in the statistics' shape.
+    x2 = _data(shape, seed=1)
+    bn(x2, is_training=True)
+    assert moving_mean.calls == [("initialize", stats), ("update", stats)]
+    assert moving_variance.calls[-1] == ("update", stats)
+    n = x2.size // x2.shape[1 if channels_first else -1]
+    var2 = x2.var(axes, keepdims=True) * (n / (n - 1) if unbiased else 1)
+    np.testing.assert_allclose(
+        moving_mean.value, x2.mean(axes, keepdims=True), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(moving_variance.value, var2, rtol=1e-4, atol=1e-5)
+
+
+def test_user_metrics_single_batch_inference():
+    # The original's tests: a single batch at inference normalizes to zero.
+    bn = snt.BaseBatchNorm(True, True, RecordingMetric(), RecordingMetric())
+    x = tf.ones([1, 1, 1, 1])
+    np.testing.assert_array_equal(bn(x, False), tf.zeros_like(x))
+    bn = snt.BaseBatchNorm(False, False, RecordingMetric(), RecordingMetric())
+    x = tf.ones([2, 3, 3, 5])
+    np.testing.assert_array_equal(bn(x, False), tf.zeros_like(x))
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+@pytest.mark.parametrize("training", [True, False])
+def test_user_metrics_in_tf_function(autograph, training):
+    moving_mean, moving_variance = RecordingMetric(), RecordingMetric()
+    bn = snt.BaseBatchNorm(True, True, moving_mean, moving_variance)
+    x = _data([4, 3])
+    f = tf.function(lambda x: bn(x, is_training=training), autograph=autograph)
+    y = f(x)
+    np.testing.assert_allclose(
+        y, _reference(x, x.mean(0), x.var(0), 1, 0), rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(moving_mean.value, x.mean(0, keepdims=True), rtol=1e-5)
+
+
+def test_user_metrics_empty_first_batch_start_from_zeros():
+    moving_mean, moving_variance = RecordingMetric(), RecordingMetric()
+    bn = snt.BaseBatchNorm(True, True, moving_mean, moving_variance)
+    bn(tf.zeros([0, 3]), is_training=True)
+    np.testing.assert_array_equal(moving_mean.value, [[0.0, 0.0, 0.0]])
+    moving_mean, moving_variance = RecordingMetric(), RecordingMetric()
+    bn = snt.BaseBatchNorm(True, True, moving_mean, moving_variance)
+    f = tf.function(lambda x: bn(x, is_training=False))
+    f(tf.zeros([0, 3]))
+    np.testing.assert_array_equal(moving_variance.value, [[0.0, 0.0, 0.0]])
+
+
+def test_builtin_metrics_still_start_from_zeros():
+    # `snt.BatchNorm` (and other built-in metrics, which only take the shape)
+    # are initialized with zeros made outside the traced graph, so that the
+    # variables are created eagerly and the fused kernel stays in use.
+    bn = snt.BatchNorm(True, True)
+
+    @tf.function
+    def infer(x):
+        return bn(x, is_training=False)
+
+    graph = infer.get_concrete_function(tf.TensorSpec([2, 2, 2, 3])).graph
+    ops = {op.type for op in graph.get_operations()}
+    assert "FusedBatchNormV3" in ops and "Mean" not in ops
+    np.testing.assert_array_equal(bn.moving_mean.value, np.zeros([1, 1, 1, 3]))
+    mean_metrics = snt.BaseBatchNorm(True, True, snt.Mean(), snt.Sum())
+    mean_metrics(tf.ones([2, 3]), is_training=True)
+    np.testing.assert_array_equal(mean_metrics.moving_variance.value, [[0.0, 0.0, 0.0]])

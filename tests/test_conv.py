@@ -485,7 +485,7 @@ def test_works_inside_tf_function_and_creates_variables_there():
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        ({"output_channels": 0}, ValueError, "`output_channels` must be a positive"),
+        ({"output_channels": -1}, ValueError, "`output_channels` must be a non-neg"),
         ({"output_channels": 2.5}, TypeError, "`output_channels` must be an integer"),
         ({"kernel_shape": 0}, ValueError, "`kernel_shape` must be a positive"),
         ({"kernel_shape": [1, 2, 3]}, TypeError, "`kernel_shape` must be a scalar"),
@@ -493,11 +493,11 @@ def test_works_inside_tf_function_and_creates_variables_there():
         ({"stride": 0}, ValueError, "`stride` must be a positive"),
         ({"stride": (1, 0)}, ValueError, "`stride` must be a positive"),
         ({"rate": -1}, ValueError, "`rate` must be a positive"),
-        ({"rate": None}, TypeError, "`rate` must be an integer"),
+        ({"rate": "ab"}, TypeError, "`rate` must be a positive"),
         ({"stride": 2, "rate": 2}, ValueError, "`rate` must be 1 when `stride`"),
         ({"padding": "full"}, ValueError, "`padding` must be 'SAME', 'VALID'"),
         ({"padding": "EXPLICIT"}, ValueError, "`padding` must be 'SAME', 'VALID'"),
-        ({"padding": None}, TypeError, "`padding` must be 'SAME', 'VALID'"),
+        ({"padding": b"SAME"}, TypeError, "`padding` must be 'SAME', 'VALID'"),
         ({"padding": 3}, TypeError, "`padding` must be 'SAME', 'VALID'"),
         ({"padding": [snt.pad.same] * 3}, TypeError, "`padding` must be a scalar"),
         ({"padding": ["SAME"]}, TypeError, "`padding` must be a padding function"),
@@ -744,3 +744,144 @@ def test_sizes_as_scalar_tensors_and_numpy_integers():
     conv = snt.Conv2D(tf.constant(3), [tf.constant(3), np.int64(2)], stride=np.int32(1))
     assert conv(tf.ones([1, 5, 5, 2])).shape == [1, 5, 5, 3]
     assert conv.w.shape == [3, 2, 2, 3]
+
+
+# --------------------------------------------------------------------------
+# Spellings the original accepted (see tests/differential/allowed_conv.py).
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"output_channels": 4.0},
+        {"output_channels": np.float32(4)},
+        {"output_channels": tf.constant(4.0)},
+        {"kernel_shape": 3.0},
+        {"kernel_shape": np.float32(3)},
+        {"kernel_shape": tf.constant(3.0)},
+        {"kernel_shape": (3.0, 3.0)},
+        {"stride": np.array([2, 2])},
+        {"stride": tf.constant([2, 2])},
+        {"stride": tf.TensorShape([2, 2])},
+        {"stride": tf.constant([2])},
+        {"stride": np.array(2)},
+        {"stride": tf.constant(2, tf.int64)},
+        {"stride": 2.0},
+        {"stride": tf.constant(2.0)},
+    ],
+    ids=lambda kwargs: f"{next(iter(kwargs))}={next(iter(kwargs.values()))!r}",
+)
+def test_size_spellings(kwargs: dict[str, Any]):
+    x = tf.random.stateless_normal([2, 9, 9, 3], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    args = {"output_channels": 4, "kernel_shape": 3, "stride": 2, **kwargs}
+    expected = snt.Conv2D(4, 3, stride=2, w_init=ones)(x)
+    np.testing.assert_allclose(snt.Conv2D(**args, w_init=ones)(x), expected)
+
+
+@pytest.mark.parametrize(
+    "rate", [np.array([2, 2]), tf.constant([2]), np.array(2), 2.0, tf.constant(2.0)]
+)
+def test_rate_spellings(rate: Any):
+    x = tf.random.stateless_normal([1, 9, 9, 2], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    expected = snt.Conv2D(3, 3, rate=2, w_init=ones)(x)
+    np.testing.assert_allclose(snt.Conv2D(3, 3, rate=rate, w_init=ones)(x), expected)
+
+
+def test_stride_and_rate_none_mean_one():
+    x = tf.random.stateless_normal([1, 6, 6, 2], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    expected = snt.Conv2D(3, 3, w_init=ones)(x)
+    actual = snt.Conv2D(3, 3, stride=None, rate=None, w_init=ones)(x)
+    np.testing.assert_allclose(actual, expected)
+
+
+def test_padding_none_means_valid():
+    x = tf.random.stateless_normal([1, 6, 6, 2], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    expected = snt.Conv2D(3, 3, padding="VALID", w_init=ones)(x)
+    actual = snt.Conv2D(3, 3, padding=None, w_init=ones)(x)
+    assert actual.shape == (1, 4, 4, 3)
+    np.testing.assert_allclose(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "cls,shape", [(snt.Conv1D, [2, 5, 3]), (snt.Conv2D, [2, 5, 5, 3])]
+)
+def test_zero_output_channels(cls: Any, shape: list[int]):
+    y = cls(0, 3)(tf.ones(shape))
+    assert y.shape == (*shape[:-1], 0)
+
+
+def test_zero_output_channels_3d():
+    # The original's Conv3D op refused an empty filter.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`output_channels`"):
+        snt.Conv3D(0, 3)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernel_shape": "x"},
+        {"stride": "x"},
+        {"rate": "x"},
+        {"stride": (2, 2, 1)},
+        {"rate": (2, 2, 1)},
+        {"kernel_shape": None},
+    ],
+    ids=str,
+)
+def test_malformed_sizes_are_type_and_value_errors(kwargs: dict[str, Any]):
+    # The original raised `TypeError` or `ValueError` depending on the path.
+    args = {"output_channels": 2, "kernel_shape": 3, **kwargs}
+    with pytest.raises(TypeError, match=f"`{next(iter(kwargs))}` must") as info:
+        snt.Conv2D(**args)
+    assert isinstance(info.value, ValueError)
+
+
+def test_malformed_sizes_too_short():
+    with pytest.raises(ValueError, match="`stride` must be a scalar or a sequence"):
+        snt.Conv3D(2, 3, stride=(2, 2))
+
+
+@pytest.mark.parametrize("padding", ["bogus", ""])
+def test_bad_padding_string_is_invalid_argument(padding: str):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`padding` must be"):
+        snt.Conv2D(2, 3, padding=padding)
+
+
+@pytest.mark.parametrize("cls,rank", [(snt.Conv1D, 3), (snt.Conv2D, 4)])
+def test_integer_inputs_with_an_initializer(cls: Any, rank: int):
+    module = cls(2, 3, w_init=snt.initializers.Ones())
+    x = tf.ones([1] + [4] * (rank - 2) + [3], tf.int32)
+    y = module(x)
+    assert y.dtype == tf.int32
+    expected = module.w.shape.num_elements() // 2  # A full window of ones.
+    assert int(y.numpy().max()) == expected
+
+
+def test_integer_inputs_3d_are_invalid_argument():
+    module = snt.Conv3D(2, 3, w_init=snt.initializers.Ones())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="floating point"):
+        module(tf.ones([1, 4, 4, 4, 3], tf.int32))
+
+
+def test_integer_inputs_need_an_initializer():
+    with pytest.raises(ValueError, match="or give a `w_init`") as info:
+        snt.Conv2D(2, 3)(tf.ones([1, 4, 4, 3], tf.int32))
+    assert isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("inputs", [None, "x"])
+def test_inputs_without_shape_are_attribute_errors(inputs: Any):
+    # The original read `inputs.shape`.
+    with pytest.raises(AttributeError, match="`inputs` must be a tensor") as info:
+        snt.Conv2D(2, 3)(inputs)
+    assert isinstance(info.value, TypeError)
+
+
+def test_list_inputs():
+    x = tf.random.stateless_normal([1, 4, 4, 2], seed=[1, 2])
+    module = snt.Conv2D(2, 3)
+    np.testing.assert_allclose(module(x.numpy().tolist()), module(x))

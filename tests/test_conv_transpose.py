@@ -530,3 +530,79 @@ def test_bad_inputs(
     bad_input.outcome(lambda: module(bad), ["inputs"])
     bad_input.assert_unchanged(module, before)
     assert module(x).shape[1 if first else -1] == 2  # Still usable.
+
+
+# --------------------------------------------------------------------------
+# Spellings and error classes of the original (tests/differential/).
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"output_channels": 4.0},
+        {"output_channels": tf.constant(4, tf.int64)},
+        {"kernel_shape": (3.0, np.float32(3))},
+        {"stride": np.array(2)},
+        {"stride": 2.0},
+        {"rate": None},
+        {"rate": tf.constant([1])},
+        {"rate": np.array(1)},
+        {"output_shape": np.array([8, 8])},
+        {"output_shape": tf.constant([8, 8])},
+    ],
+    ids=lambda kwargs: f"{next(iter(kwargs))}={next(iter(kwargs.values()))!r}",
+)
+def test_spellings(kwargs: dict[str, Any]):
+    x = tf.random.stateless_normal([2, 4, 4, 3], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    args = {"output_channels": 4, "kernel_shape": 3, "stride": 2, **kwargs}
+    expected = snt.Conv2DTranspose(4, 3, stride=2, w_init=ones)(x)
+    actual = snt.Conv2DTranspose(**args, w_init=ones)(x)
+    assert actual.shape == (2, 8, 8, 4)
+    np.testing.assert_allclose(actual, expected)
+
+
+@pytest.mark.parametrize("kernel_shape", [0, -3, (3, 0)])
+def test_empty_kernel_is_internal_error(kernel_shape: Any):
+    # oneDNN's CPU kernel failed with `InternalError` in the original.
+    with pytest.raises(tf.errors.InternalError, match="`kernel_shape` must") as info:
+        snt.Conv2DTranspose(2, kernel_shape)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("kwargs", [{"stride": None}, {"stride": "x"}], ids=str)
+def test_malformed_stride(kwargs: dict[str, Any]):
+    with pytest.raises(TypeError, match="`stride` must be") as info:
+        snt.Conv2DTranspose(2, 3, **kwargs)
+    assert isinstance(info.value, ValueError)
+
+
+def test_output_shape_string():
+    with pytest.raises(ValueError, match="`output_shape` must be None or") as info:
+        snt.Conv2DTranspose(2, 3, output_shape="x")
+    assert isinstance(info.value, TypeError)
+
+
+def test_output_shape_not_matching_inputs_is_invalid_argument():
+    module = snt.Conv2DTranspose(2, 3, output_shape=(3, 3), stride=2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="spatial size 2"):
+        module(tf.ones([1, 4, 4, 3]))
+
+
+def test_integer_inputs_with_an_initializer():
+    module = snt.Conv2DTranspose(2, 3, w_init=snt.initializers.Ones())
+    y = module(tf.ones([1, 4, 4, 3], tf.int32))
+    assert y.dtype == tf.int32 and y.shape == (1, 4, 4, 2)
+    assert int(y.numpy()[0, 1, 1, 0]) == 27
+
+
+def test_integer_inputs_3d_are_invalid_argument():
+    module = snt.Conv3DTranspose(2, 3, w_init=snt.initializers.Ones())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="floating point"):
+        module(tf.ones([1, 4, 4, 4, 3], tf.int32))
+
+
+@pytest.mark.parametrize("inputs", [None, "x"])
+def test_inputs_without_shape_are_attribute_errors(inputs: Any):
+    with pytest.raises(AttributeError, match="`inputs` must be a tensor"):
+        snt.Conv2DTranspose(2, 3)(inputs)

@@ -222,13 +222,13 @@ def test_repr():
     [
         ({"kernel_shape": 0}, ValueError, "`kernel_shape` must be a positive"),
         ({"kernel_shape": (1, 2, 3)}, TypeError, "`kernel_shape` must be a scalar"),
-        ({"channel_multiplier": 0}, ValueError, "`channel_multiplier` must be a pos"),
+        ({"channel_multiplier": -1}, ValueError, "`channel_multiplier` must be a non"),
         ({"channel_multiplier": 1.5}, TypeError, "`channel_multiplier` must be an"),
         ({"stride": -2}, ValueError, "`stride` must be a positive"),
         ({"rate": 0}, ValueError, "`rate` must be a positive"),
         ({"stride": 2, "rate": 2}, ValueError, "`rate` must be 1 when `stride`"),
         ({"padding": "full"}, ValueError, "`padding` must be 'SAME' or 'VALID'"),
-        ({"padding": snt.pad.same}, ValueError, "`padding` must be 'SAME' or 'VALID'"),
+        ({"padding": snt.pad.same}, TypeError, "`padding` must be 'SAME' or 'VALID'"),
         ({"data_format": "NCW"}, ValueError, "`data_format` must be 'NHWC'"),
         ({"data_format": "channels_middle"}, ValueError, "`data_format` must be"),
         ({"with_bias": "1"}, TypeError, "`with_bias` must be a bool"),
@@ -252,7 +252,7 @@ def test_call_errors():
     with pytest.raises(ValueError, match="`inputs` must have rank 4"):
         module(tf.ones([4, 4, 3]))
     with pytest.raises(TypeError, match="`inputs` must have a floating point dtype"):
-        module(tf.ones([1, 4, 4, 3], tf.int64))
+        module(tf.ones([1, 4, 4, 3], tf.int32))
     module(tf.ones([1, 4, 4, 3]))
     before = bad_input.snapshot(module)
     with pytest.raises(ValueError, match="`inputs` must have rank 4"):
@@ -320,3 +320,79 @@ def test_bad_inputs(first: bool, padding: str, variant: int, build_with_bad: boo
     bad_input.outcome(lambda: module(bad), ["inputs"])
     bad_input.assert_unchanged(module, before)
     assert module(x).shape[1 if first else -1] == 4  # Still usable.
+
+
+# --------------------------------------------------------------------------
+# Spellings and error classes of the original (tests/differential/).
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"channel_multiplier": 2.0},
+        {"channel_multiplier": tf.constant(2.0)},
+        {"kernel_shape": 3.0},
+        {"stride": (2.0, 2.0)},
+        {"stride": tf.constant(2.0)},
+        {"padding": b"SAME"},
+        {"padding": "same"},
+    ],
+    ids=lambda kwargs: f"{next(iter(kwargs))}={next(iter(kwargs.values()))!r}",
+)
+def test_spellings(kwargs: dict[str, Any]):
+    x = tf.random.stateless_normal([2, 6, 6, 3], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    args = {"kernel_shape": 3, "channel_multiplier": 2, "stride": 2, **kwargs}
+    expected = snt.DepthwiseConv2D(3, 2, stride=2, w_init=ones)(x)
+    actual = snt.DepthwiseConv2D(**args, w_init=ones)(x)
+    np.testing.assert_allclose(actual, expected)
+
+
+def test_rate_spellings():
+    x = tf.random.stateless_normal([1, 9, 9, 2], seed=[1, 2])
+    ones = snt.initializers.Ones()
+    expected = snt.DepthwiseConv2D(3, rate=2, w_init=ones)(x)
+    for rate in (2.0, np.float32(2), (2.0, 2.0)):
+        actual = snt.DepthwiseConv2D(3, rate=rate, w_init=ones)(x)
+        np.testing.assert_allclose(actual, expected)
+
+
+def test_zero_channel_multiplier():
+    y = snt.DepthwiseConv2D(3, channel_multiplier=0)(tf.ones([2, 5, 5, 3]))
+    assert y.shape == (2, 5, 5, 0)
+
+
+@pytest.mark.parametrize("padding", [None, 1])
+def test_non_string_padding_is_type_error(padding: Any):
+    with pytest.raises(TypeError, match="`padding` must be 'SAME' or 'VALID'"):
+        snt.DepthwiseConv2D(3, padding=padding)
+
+
+def test_bad_padding_string_is_invalid_argument():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`padding` must be"):
+        snt.DepthwiseConv2D(3, padding="bogus")
+
+
+@pytest.mark.parametrize("shape", [[5, 5, 3], [1, 2, 5, 5, 3]])
+def test_wrong_rank_is_invalid_argument(shape: list[int]):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have rank 4"):
+        snt.DepthwiseConv2D(3)(tf.ones(shape))
+
+
+def test_scalar_inputs_are_index_errors():
+    # The original read the channels off the (empty) shape.
+    with pytest.raises(IndexError, match="must have rank 4") as info:
+        snt.DepthwiseConv2D(3)(tf.constant(1.0))
+    assert isinstance(info.value, ValueError)
+
+
+def test_integer_inputs_are_invalid_argument():
+    module = snt.DepthwiseConv2D(3, w_init=snt.initializers.Ones())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="floating point"):
+        module(tf.ones([1, 4, 4, 3], tf.int32))
+
+
+@pytest.mark.parametrize("inputs", [None, "x"])
+def test_inputs_without_shape_are_attribute_errors(inputs: Any):
+    with pytest.raises(AttributeError, match="`inputs` must be a tensor"):
+        snt.DepthwiseConv2D(3)(inputs)

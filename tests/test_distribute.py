@@ -562,6 +562,29 @@ def test_create_variables_eagerly_gives_the_same_results():
     assert [v.name for v in lin_a.variables] == [v.name for v in lin_b.variables]
 
 
+@pytest.mark.parametrize("autograph", [True, False])
+def test_create_variables_eagerly_of_a_module(monkeypatch, autograph):
+    # AutoGraph must not be pointed (by `__wrapped__`) at the module object:
+    # with strict conversion that failed ("module, class, method, function
+    # ... expected").
+    monkeypatch.setenv("AUTOGRAPH_STRICT_CONVERSION", "1")
+    for module, x in (
+        (snt.Linear(2, w_init=snt.initializers.Ones()), tf.ones([1, 3])),
+        (snt.Flatten(), tf.ones([2, 3, 4])),
+        (snt.GroupNorm(2), tf.ones([2, 4])),
+    ):
+        wrapped = snt.distribute.create_variables_eagerly(module)
+        assert not hasattr(wrapped, "__wrapped__")
+        forward = tf.function(wrapped, autograph=autograph)
+        np.testing.assert_allclose(forward(x), module(x))
+    f = snt.distribute.create_variables_eagerly(_plain_function)
+    assert f.__wrapped__ is _plain_function and f.__name__ == "_plain_function"
+
+
+def _plain_function(x):
+    return x + 1
+
+
 def test_create_variables_eagerly_runs_initializers_eagerly_under_a_strategy():
     seen = []
 
@@ -650,7 +673,10 @@ def test_cross_replica_batch_norm_junk_constructor_arguments(argument, value):
         lambda: snt.distribute.CrossReplicaBatchNorm(**kwargs), [argument]
     )
     if ok:
-        bad_input.outcome(lambda: module(tf.ones([2, 3]), is_training=True), ["inputs"])
+        # Metrics are checked when first used, as in the original.
+        bad_input.outcome(
+            lambda: module(tf.ones([2, 3]), is_training=True), ["inputs", argument]
+        )
 
 
 @settings(max_examples=25, deadline=None)

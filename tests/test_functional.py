@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -117,13 +118,35 @@ def test_assign_methods():
 
 def test_assign_checks_shape_and_dtype():
     v = tensor_variable([1.0, 2.0])
-    with pytest.raises(ValueError, match="`value`.*shape \\[2\\].*Received"):
+    # The original's TensorVariable took any shape; the ops that then met it
+    # failed (`InvalidArgumentError`).
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
         v.assign([1.0, 2.0, 3.0])
-    with pytest.raises(TypeError, match="`value`.*float32.*Received"):
+    assert isinstance(info.value, ValueError)
+    assert re.search("`value`.*shape \\[2\\].*Received", str(info.value))
+    # Conversion errors keep TF's class, as in the original.
+    with pytest.raises(ValueError, match="`value`.*float32.*Received"):
         v.assign(tf.constant([1, 2]))
     with pytest.raises(TypeError, match="`delta`.*Received"):
         v.assign_add("x")
     assert v.numpy().tolist() == [1.0, 2.0]
+
+
+def test_assign_none_clears_the_value():
+    v = tensor_variable([1.0, 2.0], name="v")
+    assert v.assign(None) is None
+    assert v.tensor_value is None
+    with pytest.raises(ValueError, match="'v:0' has no value"):
+        v.numpy()
+    assert v.assign([3.0, 4.0]).numpy().tolist() == [3.0, 4.0]
+
+
+def test_trainable_by_truth_value():
+    assert TensorVariable(1.0, trainable=1).trainable is True
+    assert TensorVariable(1.0, trainable=np.bool_(False)).trainable is False
+    assert tensor_variable(1.0, trainable=0).trainable is False
+    with pytest.raises(TypeError, match="`trainable`.*Received"):
+        TensorVariable(1.0, trainable="yes")
 
 
 def test_scatter_methods():
@@ -224,12 +247,14 @@ def test_linear_init_and_apply():
     f = F.transform(mod)
     params = f.init(x)
     assert set(params) == {mod.w.ref(), mod.b.ref()}
-    # After init the variables created by `f` have no value...
+    # After init the variables created by `f` have no value (initial value
+    # included, as in the original)...
+    assert mod.w.initial_tensor_value is None and mod.b.initial_tensor_value is None
     with pytest.raises(ValueError, match="has no value"):
         mod.w.numpy()
-    # ... and `init` can be called again, giving the same values.
-    again = f.init(x)
-    assert by_name(again) == by_name(params)
+    # ... so a second `init`, which reads them, raises.
+    with pytest.raises(ValueError, match="'linear/w:0' has no value"):
+        f.init(x)
     w, b = params[mod.w.ref()].numpy(), params[mod.b.ref()].numpy()
     out = f.apply(params, x)
     np.testing.assert_allclose(out.numpy(), x.numpy() @ w + b, rtol=1e-6, atol=1e-6)
@@ -240,12 +265,13 @@ def test_linear_init_and_apply():
     assert mod.w.tensor_value is None and mod.b.tensor_value is None
 
 
-def test_init_records_value_at_first_use_for_existing_variables():
+def test_init_returns_initial_values_of_existing_variables():
     v = tensor_variable(1.0)
     v.assign(5.0)
     f = F.transform(lambda: v * 2)
-    assert by_name(f.init()) == {"Variable:0": 5.0}
-    assert float(v) == 5.0
+    # The original returned `initial_tensor_value`, not the current value.
+    assert by_name(f.init()) == {"Variable:0": 1.0}
+    assert float(v) == 5.0 and float(v.initial_tensor_value) == 1.0
     assert float(f.apply({v.ref(): tf.constant(3.0)})) == 6.0
     assert float(v) == 5.0
 
@@ -299,6 +325,30 @@ def test_apply_restores_variables_when_f_raises():
     assert params
 
 
+def test_variables_created_in_init_have_no_value_afterwards():
+    mod = snt.Bias()
+    f = F.transform(mod)
+    params = f.init(tf.ones([1, 1]))
+    assert mod.b.tensor_value is None and mod.b.initial_tensor_value is None
+    assert f.apply(params, tf.ones([1, 1])).numpy().tolist() == [[1.0]]
+    assert mod.b.tensor_value is None and mod.b.initial_tensor_value is None
+
+
+def test_second_init_reading_variables_of_the_first_raises():
+    def f(model):
+        if not model:
+            model.append(tf.Variable(1.0))
+            model.append(tf.Variable(1.0, trainable=False))
+        return sum(model)
+
+    f = F.transform_with_state(f)
+    model = []
+    params, state = f.init(model)
+    assert len(params) == 1 and len(state) == 1
+    with pytest.raises(ValueError, match="TensorVariable .* has no value"):
+        f.init(model)
+
+
 def test_apply_cannot_create_variables():
     with F.variables():
         mod = snt.Linear(2)
@@ -323,6 +373,10 @@ def test_apply_bad_params():
     mod, x = linear_setup()
     f = F.transform(mod)
     params = f.init(x)
+    # The original failed on `.items()` / `.deref()` (`AttributeError`).
+    for bad in ([1.0], None, {"w": 1.0}):
+        with pytest.raises(AttributeError):
+            f.apply(bad, x)
     with pytest.raises(TypeError, match="`params`.*Received"):
         f.apply([1.0], x)
     with pytest.raises(TypeError, match="`params`.*Received"):
@@ -344,7 +398,9 @@ def test_transform_rejects_state():
     f = F.transform(ema)
     with pytest.raises(ValueError, match="transform_with_state.*Received"):
         f.init(1.0)
-    # `apply` notices state used by the function too.
+    # `apply` passes no state, and (as in the original) does not look at the
+    # variables the function uses besides the parameters it is given: those
+    # are restored, the others keep what the function did to them.
     counter = tensor_variable(0, trainable=False, name="counter")
     scale = tensor_variable(2.0, name="scale")
 
@@ -353,9 +409,15 @@ def test_transform_rejects_state():
         return x * scale
 
     stateless = F.without_state(F.transform_with_state(g))
+    assert float(stateless.apply({scale.ref(): tf.constant(3.0)}, 1.0)) == 3.0
+    assert int(counter) == 1 and float(scale) == 2.0
+    # A pair whose `apply` returns state is refused.
+    counter_ref = counter.ref()
+    with_state = F.transform_with_state(lambda: None)._replace(
+        apply=lambda p, s: (1.0, {counter_ref: 0})
+    )
     with pytest.raises(ValueError, match="transform_with_state.*Received.*counter"):
-        stateless.apply({scale.ref(): tf.constant(1.0)}, 1.0)
-    assert int(counter) == 0
+        F.without_state(with_state).apply({})
 
 
 def test_without_state_on_a_custom_pair():
@@ -457,7 +519,8 @@ def test_device_put_and_get():
 
 
 def test_device_errors():
-    with pytest.raises(TypeError, match="`device`.*Received"):
+    # `tf.device` raised `ValueError` in the original.
+    with pytest.raises(ValueError, match="`device`.*Received"):
         F.device_put(1.0, 3)
     with pytest.raises(TypeError, match="`t`.*Received"):
         F.device_put(object())
@@ -488,10 +551,28 @@ def test_jit_traces_once_and_matches():
 
 
 def test_jit_bad_arguments():
-    with pytest.raises(TypeError, match="`f`.*Received"):
+    # `tf.function` raised `ValueError`; a bad device an `AttributeError`.
+    with pytest.raises(ValueError, match="`f`.*Received"):
         F.jit(3)
-    with pytest.raises(TypeError, match="`device`.*Received"):
+    with pytest.raises(TypeError, match="`device`.*Received") as info:
         F.jit(lambda: 1, device=0)
+    assert isinstance(info.value, AttributeError)
+
+
+def test_jit_and_grad_of_a_module_under_strict_autograph(monkeypatch):
+    # The wrappers do not point AutoGraph (via `__wrapped__`) at the module.
+    monkeypatch.setenv("AUTOGRAPH_STRICT_CONVERSION", "1")
+    mod = snt.Linear(2, w_init=snt.initializers.Ones())
+    x = tf.ones([1, 3])
+    assert F.jit(mod)(x).numpy().tolist() == [[3.0, 3.0]]
+
+    def loss(x):
+        return tf.reduce_sum(mod(x))
+
+    grads = tf.function(F.grad(loss))(x)
+    assert grads.numpy().tolist() == [[2.0, 2.0, 2.0]]
+    assert tf.function(F.grad(mod))(x).shape == [1, 3]
+    assert tf.function(F.value_and_grad(mod))(x)[0].shape == [1, 2]
 
 
 def test_value_and_grad_argnums():
@@ -538,24 +619,45 @@ def test_value_and_grad_does_not_watch_variables():
     assert float(g) == 3.0
 
 
+def test_value_and_grad_argument_spellings():
+    def f(x, y):
+        return x * y
+
+    for argnums in (False, np.int64(0), tf.constant(0), np.array(0)):
+        assert float(F.grad(f, argnums=argnums)(3.0, 2.0)) == 2.0
+    x, y = tf.constant(3.0), tf.constant(2.0)
+    assert F.grad(f, argnums=())(x, y) == ()
+    assert F.grad(f, argnums=[])(x, y) == []
+    for has_aux in (1, np.bool_(True), tf.constant(True)):
+        g, aux = F.grad(lambda x: (x * x, "aux"), has_aux=has_aux)(3.0)
+        assert float(g) == 6.0 and aux == "aux"
+    for has_aux in (0, None):
+        assert float(F.grad(lambda x: x * x, has_aux=has_aux)(3.0)) == 6.0
+    # As with `tf.GradientTape`: no gradient for integer tensors.
+    assert F.grad(lambda x: x * 2)(tf.constant(1)) is None
+
+
 def test_value_and_grad_errors():
     with pytest.raises(TypeError, match="`f`.*Received"):
         F.value_and_grad(None)
     with pytest.raises(TypeError, match="`argnums`.*Received"):
         F.value_and_grad(lambda x: x, argnums="0")
     with pytest.raises(TypeError, match="`argnums`.*Received"):
-        F.value_and_grad(lambda x: x, argnums=[])
+        F.value_and_grad(lambda x: x, argnums=1.5)
     with pytest.raises(TypeError, match="`has_aux`.*Received"):
-        F.value_and_grad(lambda x: x, has_aux=1)
-    with pytest.raises(ValueError, match="`argnums`.*Received"):
+        F.value_and_grad(lambda x: x, has_aux="yes")
+    # The original indexed the arguments (`IndexError`).
+    with pytest.raises(ValueError, match="`argnums`.*Received") as info:
         F.value_and_grad(lambda x: x, argnums=1)(1.0)
-    with pytest.raises(TypeError, match="`argnums`.*int32.*Received"):
-        F.value_and_grad(lambda x: x)(tf.constant(1))
-    with pytest.raises(TypeError, match="`argnums`.*Received"):
+    assert isinstance(info.value, IndexError)
+    # What `tape.watch` raised in the original.
+    with pytest.raises(ValueError, match="`argnums`.*Received"):
         F.value_and_grad(lambda x: x)("text")
+    with pytest.raises(ValueError, match="`argnums`.*Received"):
+        F.value_and_grad(lambda x: x)(True)
     with pytest.raises(TypeError, match="`has_aux`.*Received"):
         F.value_and_grad(lambda x: x, has_aux=True)(1.0)
-    with pytest.raises(TypeError, match="`has_aux`.*Received"):
+    with pytest.raises(ValueError, match="`has_aux`.*Received"):
         F.grad(lambda x: (x, x, x), has_aux=True)(1.0)
 
 
@@ -680,13 +782,51 @@ def test_optimizer_factory_signature():
     assert F.optimizer(snt.optimizers.SGD)(0.1).init([tf.ones([1])]) == {}
 
 
+@pytest.mark.parametrize("trainable", [True, False])
+def test_optimizer_state_includes_variable_hyper_parameters(trainable):
+    mod, x = linear_setup()
+    params = F.transform(mod).init(x)
+    with F.variables():
+        lr = tf.Variable(0.01, trainable=trainable, name="lr")
+    adam = F.adam(learning_rate=lr)
+    state = adam.init(params)
+    # The learning rate, the step and (m, v) per parameter, as in the original.
+    assert len(state) == 6 and lr.ref() in state
+    assert float(state[lr.ref()]) == pytest.approx(0.01)
+    grads = {k: tf.ones_like(v) for k, v in params.items()}
+    new_params, new_state = adam.apply(state, grads, params)
+    assert set(new_state) == set(state) and set(new_params) == set(params)
+    # A different learning rate in the state is the one used.
+    state[lr.ref()] = tf.constant(0.0)
+    same, _ = adam.apply(state, grads, params)
+    for k in params:
+        np.testing.assert_array_equal(same[k].numpy(), params[k].numpy())
+    assert float(lr) == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize(("name", "cls", "kwargs"), OPTIMIZERS)
+def test_optimizer_init_twice(name, cls, kwargs):
+    del cls
+    mod, x = linear_setup()
+    params = F.transform(mod).init(x)
+    opt = getattr(F, name)(**kwargs)
+    first = opt.init(params)
+    grads = {k: tf.ones_like(v) for k, v in params.items()}
+    _, stepped = opt.apply(first, grads, params)
+    again = opt.init(params)
+    assert by_name(again) == by_name(first)
+    if first:
+        assert by_name(stepped) != by_name(first)
+
+
 def test_optimizer_errors():
     with pytest.raises(TypeError, match="`cls`.*Received"):
         F.optimizer(snt.Linear)
     with pytest.raises(TypeError, match="`cls`.*Received"):
         F.optimizer("adam")
-    with pytest.raises(ValueError, match="`learning_rate`.*Received"):
-        F.adam(-1.0)
+    # The optimizer's own argument checks apply.
+    with pytest.raises(TypeError, match="`learning_rate`.*Received"):
+        F.adam("x")
     sgd = F.sgd(0.1)
     params = [tf.ones([2]), tf.ones([1])]
     state = sgd.init(params)
@@ -713,7 +853,12 @@ def test_junk_to_transforms_and_helpers(value):
     bad_input.outcome(lambda: F.optimizer(value), ["cls"])
     bad_input.outcome(lambda: F.device_put(value), ["t"])
     bad_input.outcome(lambda: F.value_and_grad(lambda x: x, argnums=value), ["argnums"])
-    bad_input.outcome(lambda: F.value_and_grad(lambda x: x * 2)(value), ["argnums"])
+    bad_input.outcome(
+        lambda: F.value_and_grad(lambda x: tf.nest.map_structure(tf.identity, x))(
+            value
+        ),
+        ["argnums"],
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -740,21 +885,20 @@ def test_jit_init_then_apply():
     f = F.transform(mod)
     params = F.jit(f.init)(x)
     assert all(not tf.is_symbolic_tensor(v) for v in params.values())
-    # The initial values belonged to the trace: a new `init` explains that.
-    assert mod.w.initial_tensor_value is None
-    with pytest.raises(ValueError, match="(?s)has no value.*traced"):
+    assert mod.w.initial_tensor_value is None and mod.w.tensor_value is None
+    with pytest.raises(ValueError, match="(?s)has no value.*second `init`"):
         f.init(x)
-    # Traced `apply` calls do not give them a value either...
-    doubled = {k: 2 * v for k, v in params.items()}
-    F.jit(f.apply)(doubled, x)
-    assert mod.w.initial_tensor_value is None
-    # ... but an eager `apply` does: the first values it was given.
+    # `apply` (traced or not) restores what it was given, values and initial
+    # values: nothing is left behind.
     w, b = params[mod.w.ref()].numpy(), params[mod.b.ref()].numpy()
+    doubled = {k: 2 * v for k, v in params.items()}
+    np.testing.assert_allclose(
+        F.jit(f.apply)(doubled, x).numpy(), 2 * (x.numpy() @ w + b), rtol=1e-5
+    )
     np.testing.assert_allclose(
         f.apply(params, x).numpy(), x.numpy() @ w + b, rtol=1e-6, atol=1e-6
     )
-    assert by_name(f.init(x)) == by_name(params)
-    assert mod.w.tensor_value is None
+    assert mod.w.initial_tensor_value is None and mod.w.tensor_value is None
 
 
 def test_user_code_keeps_autograph_inside_jit():

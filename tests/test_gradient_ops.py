@@ -60,10 +60,13 @@ def test_scale_gradient_second_order_forward():
 @pytest.mark.parametrize(
     "scale, error, fragment",
     [
-        ("2", TypeError, "`scale` must be a number or a tensor"),
-        (None, TypeError, "`scale` must be a number or a tensor"),
-        (True, TypeError, "`scale` must be a number or a tensor"),
+        ("2", TypeError, "`scale` must be a real number"),
+        # `tf.convert_to_tensor(None)` raised a `ValueError` in the original.
+        (None, ValueError, "`scale` must be a real number"),
+        ([1.0, 2.0], TypeError, "`scale` must be a real number"),
+        # The original took these, and gave NaN / infinite gradients.
         (float("nan"), ValueError, "`scale` must be finite"),
+        (float("inf"), ValueError, "`scale` must be finite"),
         (tf.constant("a"), TypeError, "`scale` must have a numeric dtype"),
     ],
 )
@@ -72,10 +75,38 @@ def test_scale_gradient_bad_scale(scale, error, fragment):
         snt.scale_gradient(tf.ones([2]), scale)
 
 
-@pytest.mark.parametrize("t", ["a", None, tf.constant([True])])
+@pytest.mark.parametrize("t", ["a", tf.constant([True])])
 def test_scale_gradient_bad_t(t):
-    with pytest.raises(TypeError, match="`t`"):
+    # The original's TF op failed with `InvalidArgumentError`.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`t`") as info:
         snt.scale_gradient(t, 1.0)
+    assert isinstance(info.value, TypeError)
+
+
+def test_scale_gradient_none_t():
+    with pytest.raises(ValueError, match="`t` must be a numeric tensor"):
+        snt.scale_gradient(None, 1.0)
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [np.array(2.0), np.array(2.0, np.float32), [2.0], (np.float32(2.0),), True],
+    ids=["np0d", "np0d_float32", "list", "tuple", "bool"],
+)
+def test_scale_gradient_scale_spellings(scale):
+    x = tf.constant([1.0, 2.0, 3.0])
+    y, g = _grad(lambda t: snt.scale_gradient(t, scale), x)
+    np.testing.assert_array_equal(y, x)
+    assert g.shape == (3,) and g.dtype == tf.float32
+    np.testing.assert_allclose(g, np.full([3], float(np.ravel(scale)[0])))
+
+
+def test_scale_gradient_float64_scale_is_cast():
+    # The original's `scale * dy` failed on the dtype mismatch.
+    x = tf.constant([1.0, 2.0])
+    _, g = _grad(lambda t: snt.scale_gradient(t, tf.constant(0.5, tf.float64)), x)
+    assert g.dtype == tf.float32
+    np.testing.assert_allclose(g, [0.5, 0.5])
 
 
 # leaky_clip_by_value ------------------------------------------------------------
@@ -145,11 +176,19 @@ def test_leaky_clip_name():
         ((tf.constant([True]), 0.0, 1.0), TypeError, "`t` must have a numeric"),
         ((tf.constant([1, 2]), 0.5, 2), TypeError, "`clip_value_min`"),
         ((tf.ones([2]), "a", 1.0), TypeError, "`clip_value_min`"),
-        ((tf.ones([2]), 0.0, None), TypeError, "`clip_value_max`"),
+        # `tf.convert_to_tensor(None)` raised a `ValueError` in the original.
+        ((tf.ones([2]), 0.0, None), ValueError, "`clip_value_max`"),
+        ((tf.ones([2]), None, 1.0), ValueError, "`clip_value_min`"),
+        # The original's `tf.maximum` failed (`InvalidArgumentError`).
         (
             (tf.ones([2]), tf.constant(0.0, tf.float64), 1.0),
-            TypeError,
+            tf.errors.InvalidArgumentError,
             "`clip_value_min` must have the dtype of `t`",
+        ),
+        (
+            (tf.ones([2]), 0.0, tf.constant(1.0, tf.float64)),
+            tf.errors.InvalidArgumentError,
+            "`clip_value_max` must have the dtype of `t`",
         ),
     ],
 )
@@ -158,9 +197,49 @@ def test_leaky_clip_errors(args, error, fragment):
         snt.leaky_clip_by_value(*args)
 
 
+def test_leaky_clip_bad_bound_dtype_is_also_a_type_error():
+    with pytest.raises(TypeError):
+        snt.leaky_clip_by_value(tf.ones([2]), tf.constant(0.0, tf.float64), 1.0)
+
+
 def test_leaky_clip_bad_name():
-    with pytest.raises(TypeError, match="`name` must be a string"):
+    # A `TypeError`, and a `ValueError` as the original's (its gradient
+    # failed).
+    with pytest.raises(TypeError, match="`name` must be a string") as info:
         snt.leaky_clip_by_value(tf.ones([2]), 0.0, 1.0, name=3)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "t",
+    [
+        np.array([-2.0, 0.2, 2.0, 3.0], np.float32),
+        [-2.0, 0.2, 2.0, 3.0],
+        tf.constant([-2.0, 0.2, 2.0, 3.0], tf.float64),
+        tf.constant([-2.0, 0.2, 2.0, 3.0], tf.float16),
+    ],
+    ids=["ndarray", "list", "float64", "float16"],
+)
+@pytest.mark.parametrize(
+    "lo, hi",
+    [
+        (-1.0, 1.0),
+        (np.array(-1.0), np.float32(1.0)),
+        ([-1.0], [1.0]),
+    ],
+    ids=["float", "numpy", "list"],
+)
+def test_leaky_clip_spellings_forward_and_gradient(t, lo, hi):
+    # The original's gradient always failed; its forward pass is
+    # `tf.clip_by_value`.
+    x = tf.convert_to_tensor(t)
+    dy = tf.constant([1.0, 1.0, -1.0, 1.0], x.dtype)
+    y, g = _grad(lambda v: snt.leaky_clip_by_value(v, lo, hi), x, dy)
+    assert y.dtype == x.dtype and g.dtype == x.dtype and y.shape == (4,)
+    np.testing.assert_allclose(np.asarray(y, np.float64), [-1.0, 0.2, 1.0, 1.0], rtol=1e-3)
+    # Zeroed where descent would push further out: below with dy > 0, above
+    # with dy < 0.
+    np.testing.assert_array_equal(np.asarray(g, np.float64), [0.0, 1.0, 0.0, 1.0])
 
 
 @settings(max_examples=25, deadline=None)

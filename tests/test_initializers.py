@@ -119,9 +119,43 @@ def test_rank3_shape(init):
     ],
 )
 def test_bad_shapes(init, shape, error, fragment):
+    if isinstance(shape, int) and isinstance(init, (I.Zeros, I.Ones)):
+        pytest.skip("`tf.zeros(3)` is the shape [3]: see test_single_size_shape")
     with pytest.raises(error, match=fragment) as info:
         init(shape, tf.float32)
     assert "`shape`" in str(info.value) and "Received" in str(info.value)
+    # The original let a TF op fail on these (`InvalidArgumentError`), or
+    # e.g. `len(shape)` (`TypeError`), or raised a `ValueError`: ours are all.
+    assert isinstance(info.value, (tf.errors.InvalidArgumentError, ValueError))
+    if isinstance(info.value, TypeError) and not isinstance(init, I.VarianceScaling):
+        assert isinstance(info.value, tf.errors.InvalidArgumentError)
+        assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "init", [I.Zeros(), I.Ones(), I.RandomUniform(), I.Identity()], ids=_id
+)
+def test_negative_size_is_an_invalid_argument_error(init):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="non-negative") as info:
+        init([-3, -4], tf.float32)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("init", [I.Zeros(), I.Ones()], ids=_id)
+@pytest.mark.parametrize("size", [3, np.int64(3), np.array(3)], ids=str)
+def test_single_size_shape(init, size):
+    # As `tf.zeros(3)` / `tf.ones(3)` in the original.
+    out = init(size, tf.float32)
+    assert out.shape == (3,)
+    expected = 0.0 if isinstance(init, I.Zeros) else 1.0
+    np.testing.assert_array_equal(out, np.full([3], expected, np.float32))
+
+
+def test_variance_scaling_string_shape_is_an_unimplemented_error():
+    # The original's fan computation cast the string (`UnimplementedError`).
+    with pytest.raises(tf.errors.UnimplementedError, match="`shape`") as info:
+        I.VarianceScaling()("x", tf.float32)
+    assert isinstance(info.value, TypeError)
 
 
 def test_shape_of_unknown_length_in_tf_function():
@@ -225,16 +259,112 @@ def test_random_uniform_integers(dtype):
 
 
 def test_random_uniform_errors():
-    with pytest.raises(ValueError, match="`maxval` must be >= minval"):
-        I.RandomUniform(2.0, 1.0)
+    # TF's integer kernel failed with `InvalidArgumentError`.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`maxval` must be >"):
+        I.RandomUniform(1, 1)([2], tf.int32)
     with pytest.raises(ValueError, match="`maxval` must be > minval"):
         I.RandomUniform(1, 1)([2], tf.int32)
+    with pytest.raises(ValueError, match="`maxval` must be given for integer"):
+        I.RandomUniform(0, None)([2], tf.int32)
+    with pytest.raises(ValueError, match="`minval` must be a real number"):
+        I.RandomUniform(None, 1)
     with pytest.raises(ValueError, match="`minval` must be a whole number"):
         I.RandomUniform(0.5, 3)([2], tf.int32)
     with pytest.raises(TypeError, match="`minval` must be a real number"):
         I.RandomUniform("a", 1)
     with pytest.raises(ValueError, match="`maxval` must be finite"):
         I.RandomUniform(0, float("inf"))
+
+
+def test_random_uniform_reversed_float_bounds():
+    # As `tf.random.uniform` in the original: values in (maxval, minval].
+    out = I.RandomUniform(0.0, -2.0, seed=1)([1000], tf.float32).numpy()
+    assert out.min() >= -2.0 and out.max() <= 0.0 and out.min() < -1.5
+
+
+def test_random_uniform_maxval_none_means_one():
+    # `tf.random.uniform(maxval=None)` for floats.
+    tf.random.set_seed(0)
+    a = I.RandomUniform(0.0, None, seed=3)([5], tf.float32)
+    tf.random.set_seed(0)
+    b = I.RandomUniform(0.0, 1.0, seed=3)([5], tf.float32)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: I.RandomUniform(minval=v, maxval=5.0, seed=3),
+        lambda v: I.RandomUniform(minval=-5.0, maxval=v, seed=3),
+        lambda v: I.RandomNormal(mean=v, seed=3),
+        lambda v: I.RandomNormal(stddev=v, seed=3),
+        lambda v: I.TruncatedNormal(mean=v, seed=3),
+        lambda v: I.TruncatedNormal(stddev=v, seed=3),
+        lambda v: I.Identity(gain=v),
+        lambda v: I.Orthogonal(gain=v, seed=3),
+    ],
+)
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        lambda v: [v],
+        lambda v: (np.float32(v),),
+        lambda v: tf.constant(v, tf.float64),
+        lambda v: np.array(v),
+    ],
+    ids=["list", "tuple", "tensor_float64", "np0d"],
+)
+def test_real_argument_spellings(make, spelling):
+    # A one-element list broadcast like its element in the original; a
+    # float64 tensor is cast (the original's op failed on it).
+    tf.random.set_seed(0)
+    expected = make(2.0)([3, 4], tf.float32)
+    tf.random.set_seed(0)
+    result = make(spelling(2.0))([3, 4], tf.float32)
+    assert result.dtype == tf.float32 and result.shape == (3, 4)
+    np.testing.assert_allclose(result, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("cls", [I.RandomNormal, I.TruncatedNormal])
+def test_negative_stddev_draws_like_its_absolute_value(cls):
+    # As TF's `sample * stddev + mean`, which the original used.
+    tf.random.set_seed(0)
+    a = cls(mean=1.0, stddev=-2.0, seed=3)([50], tf.float32)
+    tf.random.set_seed(0)
+    b = cls(mean=1.0, stddev=2.0, seed=3)([50], tf.float32)
+    np.testing.assert_allclose(a - 1.0, -(b - 1.0), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "seed", [3.5, 3.9, np.float32(3.5), tf.constant(3.0), tf.constant(3.7)], ids=str
+)
+def test_fractional_seeds_are_truncated(seed):
+    # TF's random ops, which the original passed the seed to, truncate it.
+    assert I.RandomNormal(seed=seed).seed == 3
+    tf.random.set_seed(0)
+    a = I.RandomNormal(seed=seed)([4], tf.float32)
+    tf.random.set_seed(0)
+    b = I.RandomNormal(seed=3)([4], tf.float32)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_identity_integer_dtype():
+    # The original multiplied by the float gain and failed.
+    out = I.Identity()([2, 3], tf.int32)
+    assert out.dtype == tf.int32
+    np.testing.assert_array_equal(out, np.eye(2, 3, dtype=np.int32))
+    np.testing.assert_array_equal(I.Identity(2)([2, 2], tf.int64), 2 * np.eye(2))
+
+
+def test_variance_scaling_variable_scale():
+    # The original's `scale /= fan` failed for a variable.
+    scale = tf.Variable(2.0)
+    init = I.VarianceScaling(scale=scale, seed=1)
+    tf.random.set_seed(0)
+    a = init([30, 40], tf.float32)
+    tf.random.set_seed(0)
+    b = I.VarianceScaling(scale=2.0, seed=1)([30, 40], tf.float32)
+    np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
 def test_random_uniform_whole_float_seed():
@@ -275,16 +405,18 @@ def test_normal_moments(cls):
 
 @pytest.mark.parametrize("cls", [I.RandomNormal, I.TruncatedNormal])
 def test_normal_argument_errors(cls):
-    with pytest.raises(ValueError, match="`stddev` must be >= 0"):
-        cls(stddev=-1.0)
+    # NaN/inf, which the original took, only give NaN/inf values.
     with pytest.raises(ValueError, match="`stddev` must be finite"):
         cls(stddev=float("nan"))
     with pytest.raises(TypeError, match="`stddev` must be a real number"):
         cls(stddev="1")
     with pytest.raises(TypeError, match="`mean` must be a real number"):
-        cls(mean=[0.0])
+        cls(mean=[0.0, 1.0])
+    # `tf.convert_to_tensor(None)` raised a `ValueError` in the original.
+    with pytest.raises(ValueError, match="`mean` must be a real number"):
+        cls(mean=None)
     with pytest.raises(TypeError, match="`seed` must be an integer"):
-        cls(seed=1.5)
+        cls(seed="1")
     assert cls(seed=True).seed == 1  # Bools are integers, as in the original.
     assert cls(seed=124.0).seed == 124  # So are whole floats.
     assert cls(seed=np.int64(3), stddev=np.array(2.0)).stddev == 2.0
@@ -492,6 +624,13 @@ def test_variance_scaling_dynamic_shape_variance():
         ({"mode": None}, ValueError, "`mode` must be one of"),
         ({"distribution": "untruncated_normal"}, ValueError, "`distribution`"),
         ({"distribution": 3}, TypeError, "`distribution` must be one of"),
+        # The original called `distribution.lower()`.
+        ({"distribution": 3}, AttributeError, "`distribution` must be one of"),
+        ({"distribution": None}, AttributeError, "`distribution` must be one of"),
+        ({"distribution": b"normal"}, ValueError, "`distribution` must be one of"),
+        # The original compared `scale <= 0`.
+        ({"scale": [1.0]}, TypeError, "`scale` must be a real number"),
+        ({"scale": None}, TypeError, "`scale` must be a real number"),
     ],
 )
 def test_variance_scaling_argument_errors(kwargs, error, fragment):

@@ -48,6 +48,26 @@ def test_metric_is_abstract():
         snt.Metric()  # type: ignore[abstract]
 
 
+class _NoValue(snt.Metric):
+    def initialize(self, value):
+        pass
+
+    def update(self, value):
+        pass
+
+    def reset(self):
+        pass
+
+
+def test_metric_without_value_property():
+    # As in the original, only `initialize`, `update` and `reset` are
+    # abstract; `value` is None unless a subclass defines it.
+    assert sorted(snt.Metric.__abstractmethods__) == ["initialize", "reset", "update"]
+    m = _NoValue()
+    assert m.value is None
+    assert m(1.0) is None
+
+
 class _Last(snt.Metric):
     def __init__(self):
         super().__init__()
@@ -151,6 +171,10 @@ def test_sum_in_tf_function():
 def test_value_before_update(cls):
     with pytest.raises(ValueError, match="has no value before its first `update"):
         _ = cls().value
+    # The original failed on the missing state: `AttributeError` (`Mean`).
+    with pytest.raises(AttributeError):
+        _ = cls().value
+    assert not hasattr(cls(), "value")
 
 
 # Mean -------------------------------------------------------------------------
@@ -213,41 +237,66 @@ def test_mean_float64():
 # Bad values -------------------------------------------------------------------
 
 
+IAE = tf.errors.InvalidArgumentError
+
+
+# Each error is an instance of what the original raised (its ops failed with
+# `InvalidArgumentError` on a shape change, `ValueError` on a dtype change).
 @pytest.mark.parametrize("cls", [snt.Sum, snt.Mean])
 @pytest.mark.parametrize(
-    "bad, error, fragment",
+    "bad, errors, fragment",
     [
-        (tf.ones([3]), ValueError, "must have the shape of the first value"),
-        (tf.ones([1, 2]), ValueError, "must have the shape of the first value"),
-        (tf.ones([2], tf.float64), TypeError, "must have the dtype of the first"),
-        (tf.constant([1, 2]), TypeError, "must have the dtype of the first"),
-        (tf.constant(["a", "b"]), TypeError, "must have a numeric dtype"),
-        ("ab", TypeError, "must be convertible to a float32 tensor"),
-        (None, TypeError, "must be convertible to a float32 tensor"),
+        (tf.ones([3]), (ValueError, IAE), "must have the shape of the first value"),
+        (tf.ones([1, 2]), (ValueError, IAE), "must have the shape of the first"),
+        (tf.ones([2], tf.float64), (ValueError,), "must have the dtype of the first"),
+        (tf.constant([1, 2]), (ValueError,), "must have the dtype of the first"),
+        (tf.constant(["a", "b"]), (ValueError,), "must have the dtype of the first"),
+        ("ab", (TypeError,), "must be convertible to a float32 tensor"),
+        (None, (ValueError,), "must be convertible to a float32 tensor"),
     ],
 )
-def test_bad_value_after_build_leaves_state_unchanged(cls, bad, error, fragment):
+def test_bad_value_after_build_leaves_state_unchanged(cls, bad, errors, fragment):
     metric = cls()
     metric(tf.ones([2]))
     before = bad_input.snapshot(metric)
-    with pytest.raises(error, match=fragment) as info:
+    with pytest.raises(errors[0], match=fragment) as info:
         metric(bad)
+    assert all(isinstance(info.value, e) for e in errors)
     assert "`value`" in str(info.value)
     bad_input.assert_unchanged(metric, before)
 
 
 @pytest.mark.parametrize("cls", [snt.Sum, snt.Mean])
 @pytest.mark.parametrize(
-    "bad", [tf.constant(["a"]), tf.constant([True]), "a", None, object()]
+    "bad, error",
+    [
+        (tf.constant(["a"]), IAE),
+        (tf.constant([True]), IAE),
+        ("a", IAE),
+        (None, ValueError),
+        (object(), ValueError),
+    ],
 )
-def test_bad_first_value(cls, bad):
+def test_bad_first_value(cls, bad, error):
     metric = cls()
-    with pytest.raises(TypeError, match="`value`"):
+    with pytest.raises(error) as info:
         metric(bad)
-    with pytest.raises(TypeError, match="`value`"):
-        metric.initialize(bad)
+    assert "`value`" in str(info.value)
+    assert isinstance(info.value, (TypeError, ValueError))
     # Nothing was half-built: a good value still works.
     np.testing.assert_array_equal(metric(tf.ones([2])), np.ones(2))
+
+
+@pytest.mark.parametrize("cls", [snt.Sum, snt.Mean])
+def test_initialize_takes_any_tensor(cls):
+    # As in the original: `initialize` only uses the shape and dtype.
+    metric = cls()
+    metric.initialize(tf.constant(["a", "b"]))
+    assert metric.sum.dtype == tf.string and metric.sum.shape == [2]
+    with pytest.raises(IAE, match="`value`.*numeric"):
+        metric(tf.constant(["c", "d"]))
+    with pytest.raises(ValueError, match="`value`"):
+        cls().initialize(None)
 
 
 @pytest.mark.parametrize("cls", [snt.Sum, snt.Mean])

@@ -690,7 +690,7 @@ def test_unsupported_strategy_is_rejected():
         (
             snt.optimizers.SGD,
             {"learning_rate": None},
-            TypeError,
+            ValueError,
             "`learning_rate` must be a real",
         ),
         (
@@ -734,6 +734,71 @@ def test_unsupported_strategy_is_rejected():
 def test_bad_constructor_arguments(cls, kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         cls(**kwargs)
+
+
+_HYPER = [
+    (snt.optimizers.SGD, {}, "learning_rate"),
+    (snt.optimizers.Momentum, {"learning_rate": 0.1, "momentum": 0.9}, "momentum"),
+    (snt.optimizers.Adam, {}, "beta1"),
+    (snt.optimizers.Adam, {}, "epsilon"),
+    (snt.optimizers.RMSProp, {"learning_rate": 0.1}, "decay"),
+]
+
+
+@pytest.mark.parametrize("cls, base, argument", _HYPER)
+def test_none_hyper_parameter_is_a_value_error(cls, base, argument):
+    # The original's `tf.convert_to_tensor(None)` raised a `ValueError`.
+    with pytest.raises(ValueError, match=f"`{argument}` must be a real number"):
+        cls(**{"learning_rate": 0.1, **base, argument: None})
+
+
+@pytest.mark.parametrize("cls, base, argument", _HYPER)
+def test_string_hyper_parameter_is_an_unimplemented_error(cls, base, argument):
+    # The original's `tf.cast` of a string failed (`UnimplementedError`).
+    with pytest.raises(tf.errors.UnimplementedError) as info:
+        cls(**{"learning_rate": 0.1, **base, argument: "0.1"})
+    assert isinstance(info.value, TypeError)
+    assert f"`{argument}` must be a real number" in str(info.value)
+
+
+@pytest.mark.parametrize("cls, base, argument", _HYPER)
+def test_one_element_list_hyper_parameter_means_its_element(cls, base, argument):
+    # TF broadcast `[v]` like `v` in the original.
+    value = {"learning_rate": 0.1, **base}.get(argument, 0.5)
+    results = []
+    for spelling in (value, [value], (np.float32(value),)):
+        optimizer = cls(**{"learning_rate": 0.1, **base, argument: spelling})
+        assert getattr(optimizer, argument) == pytest.approx(value)
+        w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+        for _ in range(2):
+            optimizer.apply([tf.constant([[0.5, -0.5], [0.1, 0.2]])], [w])
+        results.append(w.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+    np.testing.assert_allclose(results[2], results[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "cls, kwargs",
+    [
+        (snt.optimizers.SGD, {"learning_rate": [0.1, 0.2]}),
+        (snt.optimizers.SGD, {"learning_rate": [[0.1]]}),
+    ],
+)
+def test_longer_or_nested_list_hyper_parameters_are_rejected(cls, kwargs):
+    with pytest.raises(TypeError, match="`learning_rate` must be a real number"):
+        cls(**kwargs)
+
+
+@pytest.mark.parametrize("cls", [snt.optimizers.SGD, snt.optimizers.Adam])
+def test_update_of_the_wrong_shape_is_an_invalid_argument_error(cls):
+    # The original's TF op failed with `InvalidArgumentError`.
+    optimizer = cls(learning_rate=0.1)
+    w = tf.Variable(tf.ones([2, 2]))
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        optimizer.apply([tf.ones([3])], [w])
+    assert isinstance(info.value, ValueError)
+    assert "`updates[0]` must have the shape of `parameters[0]`" in str(info.value)
+    np.testing.assert_array_equal(w.numpy(), np.ones([2, 2]))
 
 
 @pytest.mark.parametrize(

@@ -38,18 +38,45 @@ def test_functions(k):
     assert snt.pad.reverse_causal(k) == [0, k - 1]
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+SIZED = [f for f in FUNCTIONS if f is not snt.pad.valid]
+
+
+@pytest.mark.parametrize("fn", SIZED, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("k", [0, -1])
 def test_functions_reject_non_positive(fn, k):
+    # The original returned negative paddings.
     with pytest.raises(ValueError, match="`effective_kernel_size` must be a positive"):
         fn(k)
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
-@pytest.mark.parametrize("k", [2.0, "3", None])
+@pytest.mark.parametrize("fn", SIZED, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("k", [2.5, "3", None, [3]])
 def test_functions_reject_non_integers(fn, k):
     with pytest.raises(TypeError, match="`effective_kernel_size` must be an integer"):
         fn(k)
+
+
+def test_functions_reject_1d_tensors():
+    # The original returned paddings made of 1-element tensors.
+    with pytest.raises(TypeError, match="`effective_kernel_size` must be an integer"):
+        snt.pad.same(tf.constant([3]))
+
+
+@pytest.mark.parametrize("fn", SIZED, ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "k",
+    [np.int64(4), np.array(4), tf.constant(4), 4.0, np.float32(4), tf.constant(4.0)],
+    ids=["np.int64", "np0d", "tensor", "float", "np.float32", "tensor_float"],
+)
+def test_functions_accept_integer_spellings(fn, k):
+    result = fn(k)
+    assert result == fn(4)
+    assert all(type(p) is int for p in result)
+
+
+@pytest.mark.parametrize("k", [3, 0, -1, None, "3", 2.5, [3]])
+def test_valid_ignores_its_argument(k):
+    assert snt.pad.valid(k) == [0, 0]
 
 
 @pytest.mark.parametrize(
@@ -84,15 +111,69 @@ def test_create(args, expected):
         ((None, 3, 1, 2, -1), TypeError, "`padding` must be a padding function"),
         ((snt.pad.same, 0, 1, 2, -1), ValueError, "`kernel` must be a positive"),
         ((snt.pad.same, 3, 0, 2, -1), ValueError, "`rate` must be a positive"),
-        ((snt.pad.same, 3.0, 1, 2, -1), TypeError, "`kernel` must be an integer"),
-        ((snt.pad.same, 3, 1, 0, -1), ValueError, "`n` must be a positive"),
-        ((snt.pad.same, 3, 1, 2, 0), ValueError, "`channel_index` must be 1 or -1"),
-        ((snt.pad.same, 3, 1, 2, True), ValueError, "`channel_index` must be 1 or"),
+        ((snt.pad.same, 3.5, 1, 2, -1), TypeError, "`kernel` must be an integer"),
+        ((snt.pad.same, None, 1, 2, -1), TypeError, "`kernel` must be a positive"),
+        ((snt.pad.same, "3", 1, 2, -1), TypeError, "`kernel` must be a positive"),
+        ((snt.pad.same, 3, None, 2, -1), TypeError, "`rate` must be a positive"),
+        # Arrays: the original padded every dimension for all the sizes.
+        ((snt.pad.same, np.array([3, 5]), 1, 2, -1), TypeError, "`kernel` must"),
+        ((snt.pad.same, 3, 1, -1, -1), ValueError, "`n` must be a non-negative"),
+        # The original padded any index but 1 as channels-last.
+        ((snt.pad.same, 3, 1, 2, 0), ValueError, "`channel_index` must be 1 \\("),
+        ((snt.pad.same, 3, 1, 2, -3), ValueError, "`channel_index` must be 1 \\("),
+        ((snt.pad.same, 3, 1, 2, 2), ValueError, "`channel_index` must be 1 \\("),
+        ((snt.pad.same, 3, 1, 2, [3]), TypeError, "`channel_index` must be 1, -1 or 3"),
+        ((snt.pad.same, 3, 1, 2, None), TypeError, "`channel_index` must be 1, -1"),
+        ((snt.pad.same, 3, 1, 2, "1"), TypeError, "`channel_index` must be 1, -1"),
+        ((snt.pad.same, 3, 1, 2, 1.5), TypeError, "`channel_index` must be 1, -1"),
     ],
 )
 def test_create_errors(args, error, fragment):
     with pytest.raises(error, match=fragment):
         snt.pad.create(*args)
+
+
+@pytest.mark.parametrize(
+    "channel_index", [3, np.int64(3), tf.constant(3), 3.0, -1, np.array(-1)]
+)
+def test_create_channels_last_spellings(channel_index):
+    # `n + 1` is the last axis of an `n + 2`-D input, as -1 is.
+    expected = [[0, 0], [1, 1], [1, 1], [0, 0]]
+    assert snt.pad.create(snt.pad.same, 3, 1, 2, channel_index) == expected
+
+
+@pytest.mark.parametrize("channel_index", [1, True, np.int32(1), 1.0, tf.constant(1)])
+def test_create_channels_first_spellings(channel_index):
+    expected = [[0, 0], [0, 0], [1, 1], [1, 1]]
+    assert snt.pad.create(snt.pad.same, 3, 1, 2, channel_index) == expected
+
+
+@pytest.mark.parametrize(
+    "kernel, rate",
+    [
+        (3.0, 1),
+        (np.int64(3), np.float32(1)),
+        (tf.constant(3), tf.constant(1.0)),
+        ((3.0, 3.0), [1]),
+        ([np.int32(3)], (1, 1)),
+    ],
+)
+def test_create_size_spellings(kernel, rate):
+    result = snt.pad.create(snt.pad.same, kernel, rate, 2, -1)
+    assert result == [[0, 0], [1, 1], [1, 1], [0, 0]]
+    assert all(type(p) is int for pair in result for p in pair)
+
+
+def test_create_size_spellings_of_n():
+    # No spatial dimensions: any channel axis gives the same result.
+    assert snt.pad.create(snt.pad.same, 3, 1, 0, 3) == [[0, 0], [0, 0]]
+    for n in (np.int64(2), np.array(2), tf.constant(2)):
+        assert snt.pad.create(snt.pad.same, 3, 1, n, -1) == [
+            [0, 0],
+            [1, 1],
+            [1, 1],
+            [0, 0],
+        ]
 
 
 @pytest.mark.parametrize("kernel", [1, 2, 3, 4, 5])

@@ -121,28 +121,54 @@ def test_dtype():
 
 
 def test_errors():
-    with pytest.raises(TypeError, match="`input_shape` must be a sequence of 3"):
+    with pytest.raises(TypeError, match="`input_shape` must be a sequence of int"):
         snt.Conv2DLSTM(4, 3, 3)
-    with pytest.raises(ValueError, match="`input_shape` must be a sequence of 3"):
+    with pytest.raises(TypeError, match="`input_shape` must be an integer"):
+        snt.Conv2DLSTM("abc", 3, 3)
+    with pytest.raises(ValueError, match="`input_shape` must have 3 entries"):
         snt.Conv2DLSTM((4, 4), 3, 3)
-    with pytest.raises(ValueError, match="`input_shape` must be a sequence of 3"):
-        snt.Conv2DLSTM((4, 0, 2), 3, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`input_shape` must be"):
+        snt.Conv2DLSTM((4, -1, 2), 3, 3)
+    with pytest.raises(TypeError, match="`input_shape` must be an integer"):
+        snt.Conv2DLSTM((4, None, 2), 3, 3)
+    with pytest.raises(ValueError, match="`input_shape` must have sizes known"):
+        tf.function(
+            lambda n: snt.Conv1DLSTM((n, 2), 3, 3).initial_state(1),
+            input_signature=[tf.TensorSpec([], tf.int32)],
+        ).get_concrete_function()
     with pytest.raises(ValueError, match="`output_channels` must be a positive"):
         snt.Conv2DLSTM((4, 4, 2), 0, 3)
     with pytest.raises(ValueError, match="`data_format`"):
         snt.Conv2DLSTM((4, 4, 2), 3, 3, data_format="NWC")
-    with pytest.raises(TypeError, match="`w_h_init` must be callable"):
+    with pytest.raises(TypeError, match="`w_h_init` must be a callable"):
         snt.Conv2DLSTM((4, 4, 2), 3, 3, w_h_init="x")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`forget_bias` must be"):
+        snt.Conv2DLSTM((4, 4, 2), 3, 3, forget_bias=[1.0, 2.0])
     core = snt.Conv2DLSTM((4, 4, 2), 3, 3)
     state = core.initial_state(2)
     with pytest.raises(ValueError, match="`inputs` must have rank 4"):
         core(tf.ones([2, 4, 2]), state)
-    with pytest.raises(ValueError, match=r"`inputs` must have shape \[B, 4, 4, 2\]"):
+    # The original's addition of gates and state failed: InvalidArgumentError.
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"`inputs` must have the spatial shape \(4, 4\) of `input_shape`",
+    ):
         core(tf.ones([2, 4, 5, 2]), state)
-    with pytest.raises(ValueError, match="`prev_state` must have the shapes"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`prev_state` must have the shapes"
+    ):
         core(tf.ones([2, 4, 4, 2]), core.initial_state(3))
     with pytest.raises(ValueError, match="variables"):
         core.variables  # noqa: B018
+    core(tf.ones([2, 4, 4, 2]), state)
+    # More channels than the weights were made for: the original ran a grouped
+    # convolution (a silently wrong result) or failed.
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`inputs` must have 2 channels"
+    ):
+        core(tf.ones([2, 4, 4, 4]), state)
+    with pytest.raises(TypeError, match="`inputs` must have dtype float32"):
+        core(tf.ones([2, 4, 4, 2], tf.float64), state)
 
 
 @settings(max_examples=25, deadline=None)

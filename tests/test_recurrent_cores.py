@@ -262,21 +262,30 @@ def test_core_dtype(dtype):
 def test_call_errors(make):
     core = make(3)
     state = core.initial_state(2)
+    # VanillaRNN takes inputs of rank >= 2 (as `snt.Linear`), the others rank 2.
+    wrong_rank = tf.ones([4]) if make is snt.VanillaRNN else tf.ones([2, 1, 4])
     with pytest.raises(ValueError, match="`inputs` must have rank 2"):
-        core(tf.ones([2, 1, 4]), state)
+        core(wrong_rank, state)
     with pytest.raises(TypeError, match="`inputs` must have dtype float32"):
         core(tf.ones([2, 4], tf.float64), state)
     with pytest.raises(TypeError, match="`inputs` must be a tensor"):
         core(None, state)
     with pytest.raises(TypeError, match="`inputs` must be a tensor"):
         core("abc", state)
-    with pytest.raises(ValueError, match="`prev_state` must have the structure"):
+    # State errors are InvalidArgumentErrors (the original's matmul failed).
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`prev_state` must have the structure"
+    ):
         core(tf.ones([2, 4]), (state, state))
     bad_dtype = tf.nest.map_structure(lambda s: tf.cast(s, tf.float64), state)
     with pytest.raises(TypeError, match="`prev_state` must have dtype float32"):
         core(tf.ones([2, 4]), bad_dtype)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`prev_state` must have"):
+        core(tf.ones([2, 4]), bad_dtype)
     wrong_batch = tf.nest.map_structure(lambda s: s[:1], state)
-    with pytest.raises(ValueError, match="`prev_state` must have the shapes"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`prev_state` must have the shapes"
+    ):
         core(tf.ones([2, 4]), wrong_batch)
     wrong_size = tf.nest.map_structure(lambda s: tf.pad(s, [[0, 0], [0, 1]]), state)
     with pytest.raises(ValueError, match="`prev_state` must have the shapes"):
@@ -284,8 +293,15 @@ def test_call_errors(make):
     with pytest.raises(ValueError, match="variables"):
         core.variables  # noqa: B018  (the failed calls created nothing)
     core(tf.ones([2, 4]), state)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`inputs` must have last dimension 4"
+    ):
+        core(tf.ones([2, 5]), state)
     with pytest.raises(ValueError, match="`inputs` must have last dimension 4"):
         core(tf.ones([2, 5]), state)
+    # After the first call a wrong dtype is also the original's op error.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`inputs` must have"):
+        core(tf.ones([2, 4], tf.float64), state)
 
 
 def test_unknown_input_size_on_first_call():
@@ -303,41 +319,97 @@ def test_unknown_input_size_on_first_call():
 
 def test_batch_size_errors():
     core = snt.LSTM(3)
+    # The original handed `batch_size` to `tf.zeros`: a Python float is a
+    # TypeError, a string or None a ValueError (TF's conversion errors).
+    for value in (2.0, np.float32(2.0), "2", None, [2]):
+        with pytest.raises((TypeError, ValueError), match="`batch_size` must be an"):
+            core.initial_state(value)
     with pytest.raises(TypeError, match="`batch_size` must be an integer"):
         core.initial_state(2.0)
+    with pytest.raises(ValueError, match="`batch_size` must be an integer"):
+        core.initial_state("2")
     with pytest.raises(TypeError, match="`batch_size` must be an integer"):
-        core.initial_state(True)
-    with pytest.raises(TypeError, match="`batch_size` must be an integer"):
-        core.initial_state(tf.constant(2.0))
-    with pytest.raises(ValueError, match="`batch_size` must be a scalar"):
-        core.initial_state(tf.constant([2]))
-    with pytest.raises(ValueError, match="`batch_size` must be a non-negative"):
-        core.initial_state(-1)
-    with pytest.raises(ValueError, match="`batch_size` must be a non-negative"):
-        core.initial_state(tf.constant(-1))
+        core.initial_state(tf.constant("2"))
+    # Where the original's op failed: InvalidArgumentError (also ValueError).
+    for value in (tf.constant([2]), -1, tf.constant(-1), tf.constant(np.inf)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="`batch_size` must"):
+            core.initial_state(value)
+        with pytest.raises(ValueError, match="`batch_size` must"):
+            core.initial_state(value)
 
 
 def test_constructor_errors():
+    with pytest.raises(ValueError, match="`hidden_size` must be a non-negative"):
+        snt.LSTM(-1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`hidden_size` must"):
+        snt.GRU(-1)
     with pytest.raises(ValueError, match="`hidden_size` must be a positive"):
-        snt.LSTM(0)
+        snt.VanillaRNN(0)
+    with pytest.raises(TypeError, match="`hidden_size` must be an integer"):
+        snt.LSTM(3.0)
+    with pytest.raises(ValueError, match="`hidden_size` must be an integer"):
+        snt.GRU("3")
     with pytest.raises(ValueError, match="`projection_init` must be None"):
         snt.LSTM(3, projection_init=snt.initializers.Ones())
+    # Without a projection any `projection_init` is a ValueError, as the original.
+    with pytest.raises(ValueError, match="`projection_init` must be None"):
+        snt.LSTM(3, projection_init="ones")
+    with pytest.raises(TypeError, match="`projection_init` must be a callable"):
+        snt.LSTM(3, projection_size=2, projection_init=0)
     with pytest.raises(ValueError, match="`projection_size` must be a positive"):
         snt.LSTM(3, projection_size=-2)
-    with pytest.raises(TypeError, match="`w_i_init` must be callable"):
+    # An empty projection made the state inconsistent after one step.
+    with pytest.raises(ValueError, match="`projection_size` must be a positive"):
+        snt.LSTM(3, projection_size=0)
+    with pytest.raises(TypeError, match="`w_i_init` must be a callable"):
         snt.LSTM(3, w_i_init=3)
+    with pytest.raises(TypeError, match="`w_i_init` must be a callable"):
+        snt.VanillaRNN(3, w_i_init=0)  # Passed to `snt.Linear` as is.
     with pytest.raises(TypeError, match="`forget_bias` must be a real number"):
         snt.LSTM(3, forget_bias="1")
     with pytest.raises(ValueError, match="`forget_bias` must be finite"):
-        snt.LSTM(3, forget_bias=float("inf"))
-    with pytest.raises(TypeError, match="`dtype` must be a floating point"):
+        snt.LSTM(3, forget_bias=float("nan"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`forget_bias` must be"):
+        snt.LSTM(3, forget_bias=[1.0, 2.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`forget_bias` must be"):
+        snt.UnrolledLSTM(3, forget_bias=[[1.0]])
+    with pytest.raises(TypeError, match="`forget_bias` must be a real number"):
+        snt.LSTM(3, forget_bias=["a", "b", "c"])
+    with pytest.raises(TypeError, match="`dtype` must be a TensorFlow dtype"):
         snt.GRU(3, dtype="not a dtype")
-    with pytest.raises(ValueError, match="`dtype` must be a floating point"):
-        snt.GRU(3, dtype=tf.int32)
     with pytest.raises(TypeError, match="`activation` must be callable"):
         snt.VanillaRNN(3, activation=None)
-    with pytest.raises(TypeError, match="`b_init` must be callable"):
+    with pytest.raises(TypeError, match="`b_init` must be a callable"):
         snt.VanillaRNN(3, b_init="zeros")
+    with pytest.raises(TypeError, match="`b_init` must be a callable"):
+        snt.GRU(3, b_init=snt.initializers.Zeros)  # The class, not an instance.
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: snt.LSTM(3, dtype=tf.int32),
+        lambda: snt.GRU(3, dtype=tf.int32),
+        lambda: snt.VanillaRNN(3, dtype=tf.complex64),
+        lambda: snt.UnrolledLSTM(3, dtype=tf.int32),
+    ],
+    ids=["LSTM", "GRU", "VanillaRNN", "UnrolledLSTM"],
+)
+def test_non_floating_dtype(make):
+    # As the original: any dtype constructs and gives an initial state; the
+    # weights (first call) need a floating point one, and the original's
+    # initializers or ops failed there (ValueError or InvalidArgumentError).
+    core = make()
+    state = core.initial_state(2)
+    dtype = tf.nest.flatten(state)[0].dtype
+    assert not dtype.is_floating
+    inputs = tf.ones([2, 4], dtype)
+    if isinstance(core, snt.UnrolledLSTM):
+        inputs = inputs[None]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`dtype` must be a float"):
+        core(inputs, state)
+    with pytest.raises(ValueError, match="`dtype` must be a floating point dtype"):
+        core(inputs, state)
 
 
 def test_repr():

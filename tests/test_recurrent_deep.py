@@ -116,23 +116,48 @@ def test_deep_rnn_initial_state_forwards_kwargs():
 
 
 def test_deep_rnn_errors():
+    # The original accepted these and failed on the first call (TypeError).
     with pytest.raises(TypeError, match="`layers` must be a sequence"):
         snt.DeepRNN(snt.LSTM(2))
+    with pytest.raises(TypeError, match="`layers` must be a sequence"):
+        snt.DeepRNN("ab")
     with pytest.raises(TypeError, match="`layers` must contain only RNN cores"):
         snt.DeepRNN([snt.LSTM(2), 3])
     deep = snt.DeepRNN([snt.LSTM(2), snt.GRU(2)])
     with pytest.raises(ValueError, match="`prev_state` must be a tuple of 2 states"):
         deep(tf.ones([1, 2]), deep.initial_state(1)[:1])
-    with pytest.raises(TypeError, match="`layers` must contain only `snt.RNNCore`s"):
+    with pytest.raises(TypeError, match="`prev_state` must be a tuple of 2 states"):
+        deep(tf.ones([1, 2]), None)
+    # The factories raise ValueErrors for layers that are not cores, as the
+    # original (its own tests check this).
+    with pytest.raises(ValueError, match="`layers` must contain only `snt.RNNCore`s"):
         snt.deep_rnn_with_skip_connections([snt.LSTM(2), tf.nn.relu])
-    with pytest.raises(TypeError, match="`layers` must contain only `snt.RNNCore`s"):
+    with pytest.raises(ValueError, match="`layers` must contain only `snt.RNNCore`s"):
         snt.deep_rnn_with_residual_connections([tf.nn.relu])
+    with pytest.raises(ValueError, match="`layers` must contain only `snt.RNNCore`s"):
+        snt.deep_rnn_with_skip_connections("ab")
+    with pytest.raises(TypeError, match="`layers` must be a sequence of `snt.RNN"):
+        snt.deep_rnn_with_residual_connections(None)
+    with pytest.raises(TypeError, match="`layers` must be a sequence of `snt.RNN"):
+        snt.deep_rnn_with_skip_connections(3)
     with pytest.raises(TypeError, match="`concat_final_output` must be a bool"):
-        snt.deep_rnn_with_skip_connections([snt.LSTM(2)], concat_final_output=1)
+        snt.deep_rnn_with_skip_connections([snt.LSTM(2)], concat_final_output="no")
     with pytest.raises(TypeError, match="`skip_connections` must be a bool"):
         type(snt.deep_rnn_with_skip_connections([snt.LSTM(2)]))([], "yes")
+    # Skip connections concatenate the layers' outputs: none is an error at
+    # the call (the original's `tf.nest` failed there with a ValueError).
+    empty = snt.deep_rnn_with_skip_connections([])
+    with pytest.raises(ValueError, match="`layers` must not be empty"):
+        empty(tf.ones([1, 2]), ())
+    out, state = snt.deep_rnn_with_skip_connections([], concat_final_output=False)(
+        tf.ones([1, 2]), ()
+    )
+    assert out.shape == [1, 2] and state == ()
     residual = snt.deep_rnn_with_residual_connections([snt.LSTM(3)])
-    with pytest.raises(ValueError, match="`inputs` must have the shape of the wrapped"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match="`inputs` must broadcast against the wrapped core's outputs",
+    ):
         residual(tf.ones([1, 2]), residual.initial_state(1))
 
     class Image(snt.RNNCore):
@@ -143,7 +168,9 @@ def test_deep_rnn_errors():
             return tf.zeros([batch_size])
 
     skip = snt.deep_rnn_with_skip_connections([Image(), Image()])
-    with pytest.raises(ValueError, match="`inputs` could not be concatenated"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`inputs` could not be concatenated"
+    ):
         skip(tf.ones([1, 2]), skip.initial_state(1))
 
     class Nested(snt.RNNCore):
@@ -173,7 +200,7 @@ def test_junk_deep_rnn_arguments(kind, value):
     if ok:
         bad_input.outcome(
             lambda: deep(tf.ones([1, 2]), deep.initial_state(1)),
-            ["inputs", "prev_state"],
+            ["inputs", "prev_state", "layers"],
         )
 
 
@@ -259,12 +286,22 @@ def test_recurrent_dropout_inside_tf_function():
 def test_recurrent_dropout_errors():
     with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)"):
         snt.lstm_with_recurrent_dropout(3, dropout=1.0)
-    with pytest.raises(TypeError, match="`dropout` must be a number"):
+    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)"):
+        snt.lstm_with_recurrent_dropout(3, dropout=True)
+    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)"):
+        snt.lstm_with_recurrent_dropout(3, dropout=tf.Variable(1.0))
+    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)"):
+        snt.lstm_with_recurrent_dropout(3, dropout=np.array(1.0))
+    with pytest.raises(ValueError, match="`dropout` must be >= 0"):
+        snt.lstm_with_recurrent_dropout(3, dropout=-0.1)
+    with pytest.raises(TypeError, match="`dropout` must be a real number"):
         snt.lstm_with_recurrent_dropout(3, dropout="0.5")
+    with pytest.raises(TypeError, match="`dropout` must be a real number"):
+        snt.lstm_with_recurrent_dropout(3, dropout=None)
     with pytest.raises(TypeError, match="`seed` must be an integer or None"):
         snt.lstm_with_recurrent_dropout(3, seed=1.5)
-    with pytest.raises(ValueError, match="`hidden_size` must be a positive"):
-        snt.lstm_with_recurrent_dropout(0)
+    with pytest.raises(ValueError, match="`hidden_size` must be a non-negative"):
+        snt.lstm_with_recurrent_dropout(-1)
     train, _ = snt.lstm_with_recurrent_dropout(3)
     with pytest.raises(ValueError, match="`prev_state` must be a pair"):
         train(tf.ones([1, 2]), (*train.initial_state(1), None))
@@ -345,21 +382,27 @@ def test_trainable_state_gradient_and_tensor_batch():
 
 
 def test_trainable_state_errors():
-    with pytest.raises(ValueError, match="`initial_values` must contain at least"):
-        snt.TrainableState(())
-    with pytest.raises(TypeError, match="`initial_values` must contain numeric"):
-        snt.TrainableState(tf.constant(["a"]))
-    with pytest.raises(TypeError, match="`initial_values` must be a tensor"):
+    # None (and anything else TF cannot convert) was the original's
+    # conversion ValueError.
+    with pytest.raises(ValueError, match="`initial_values` must contain tensors"):
         snt.TrainableState([None])
+    with pytest.raises(ValueError, match="`initial_values` must contain values"):
+        snt.TrainableState([object()])
     with pytest.raises(ValueError, match="`mask` must have the structure"):
         snt.TrainableState((tf.zeros([1]), tf.zeros([1])), mask=(True,))
-    with pytest.raises(TypeError, match="`mask` must contain only bools"):
-        snt.TrainableState(tf.zeros([1]), mask=1)
+    with pytest.raises(TypeError, match="`mask` must be a bool"):
+        snt.TrainableState(tf.zeros([1]), mask="yes")
     with pytest.raises(TypeError, match="`core` must have an `initial_state"):
         snt.TrainableState.for_core(tf.nn.relu)
     state_module = snt.TrainableState(tf.zeros([1]))
     with pytest.raises(TypeError, match="`batch_size` must be an integer"):
-        state_module(tf.constant(1.0))
+        state_module(1.0)
+    with pytest.raises(ValueError, match="`batch_size` must be an integer"):
+        state_module("1")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`batch_size` must be"):
+        state_module(-1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`batch_size` must be"):
+        state_module(tf.constant([1, 2]))
 
 
 @settings(max_examples=25, deadline=None)

@@ -30,11 +30,13 @@ def _lstm(hidden: int = 3, projection: int | None = None) -> snt.LSTM:
 
 
 def _numpy_lstm_unroll(core: snt.LSTM, xs: np.ndarray, lengths=None):
-    """Outputs (zero past each row's length) and the final state, in NumPy."""
+    """Outputs and the final state, in NumPy: past a row's length its outputs
+    repeat the last valid ones (zeros for length 0), as in the original."""
     p = None if core.projection is None else core.projection.numpy()
     h = np.zeros([B, p.shape[1] if p is not None else core._hidden_size], np.float32)
     c = np.zeros([B, core._hidden_size], np.float32)
     outputs = []
+    previous = np.zeros_like(h)
     for t, x in enumerate(xs):
         nh, nc = ref.lstm_step(
             x,
@@ -47,7 +49,8 @@ def _numpy_lstm_unroll(core: snt.LSTM, xs: np.ndarray, lengths=None):
         )
         if lengths is not None:
             alive = (t < lengths)[:, None]
-            outputs.append(np.where(alive, nh, 0))
+            previous = np.where(alive, nh, previous)
+            outputs.append(previous)
             h, c = np.where(alive, nh, h), np.where(alive, nc, c)
         else:
             outputs.append(nh)
@@ -504,10 +507,15 @@ def test_sequence_length_lstm(unroll, projection, mode, gate_split):
     np.testing.assert_allclose(out, expected_out, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(state.hidden, expected_state.hidden, atol=1e-5)
     np.testing.assert_allclose(state.cell, expected_state.cell, atol=1e-5)
-    # Past its length a row is exactly zero, and a zero-length row keeps the
-    # initial state.
-    assert np.all(out[:, 0] == 0) and np.all(out[2:, 1] == 0)
+    # A zero-length row outputs zeros and keeps the initial state; past its
+    # length a row repeats its last valid output, so the last time step holds
+    # every row's final output.
+    assert np.all(out[:, 0] == 0)
     np.testing.assert_array_equal(state.cell[0], 0)
+    np.testing.assert_array_equal(
+        out[2:, 1], np.broadcast_to(out[1, 1], out[2:, 1].shape)
+    )
+    np.testing.assert_array_equal(out[-1, 1:], state.hidden[1:])
 
 
 def test_sequence_length_matches_truncated_sequences():
@@ -545,7 +553,8 @@ def test_nested_inputs_outputs_and_scalar_state(unroll):
         core, xs, core.initial_state(3), sequence_length=tf.constant([1, 2, 4])
     )
     np.testing.assert_allclose(out["double"][:, 2], 2 * np.ones([4, 2]))
-    np.testing.assert_allclose(out["double"][1:, 0], 0)
+    # Past its length (1) row 0 repeats its last output.
+    np.testing.assert_allclose(out["double"][1:, 0], 2 * np.ones([3, 2]))
     # Scalar leaves are never masked: outputs and state always advance.
     np.testing.assert_allclose(out["step"], [0, 1, 2, 3])
     assert float(count) == 4
@@ -618,9 +627,18 @@ def test_unroll_errors(unroll):
     with pytest.raises(TypeError, match="`input_sequence` must be a tensor"):
         unroll(core, "abc", state)
     with pytest.raises(TypeError, match="`sequence_length` must be an integer"):
-        unroll(core, xs, state, sequence_length=tf.ones([B]))
-    with pytest.raises(ValueError, match=r"`sequence_length` must have shape \[B\]"):
+        unroll(core, xs, state, sequence_length=tf.ones([B], tf.bool))
+    with pytest.raises(TypeError, match="`sequence_length` must be a tensor"):
+        unroll(core, xs, state, sequence_length="abc")
+    # The original's `tf.where` failed on these: InvalidArgumentError.
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"`sequence_length` must have shape \[B\]"
+    ):
         unroll(core, xs, state, sequence_length=tf.ones([B, 1], tf.int32))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`sequence_length` must have one length"
+    ):
+        unroll(core, xs, state, sequence_length=tf.ones([B + 1], tf.int32))
     with pytest.raises(ValueError, match="`sequence_length` must have one length"):
         unroll(core, xs, state, sequence_length=tf.ones([B + 1], tf.int32))
     with pytest.raises(ValueError, match="`initial_state` must have the structure"):
@@ -660,16 +678,41 @@ def test_static_unroll_needs_known_length():
         fn.get_concrete_function()
 
 
-def test_dynamic_unroll_loop_option_errors():
-    core = snt.GRU(2)
-    with pytest.raises(ValueError, match="`parallel_iterations` must be a positive"):
-        snt.dynamic_unroll(
-            core, tf.ones([2, 1, 1]), core.initial_state(1), parallel_iterations=0
+@pytest.mark.parametrize(
+    "make", [lambda: snt.GRU(2), lambda: _Plain(snt.GRU(2))], ids=["fused", "generic"]
+)
+def test_dynamic_unroll_loop_options(make):
+    core = make()
+    xs, state = tf.ones([2, 1, 1]), snt.GRU(2).initial_state(1)
+    # Eagerly the original ran a Python loop and ignored both options.
+    for parallel_iterations, swap_memory in ((0, "x"), (None, None), ("1", 2)):
+        out, _ = snt.dynamic_unroll(
+            core,
+            xs,
+            state,
+            parallel_iterations=parallel_iterations,
+            swap_memory=swap_memory,
         )
-    with pytest.raises(TypeError, match="`swap_memory` must be a bool"):
-        snt.dynamic_unroll(
-            core, tf.ones([2, 1, 1]), core.initial_state(1), swap_memory="x"
-        )
+        assert out.shape == [2, 1, 2]
+
+    def traced(parallel_iterations, swap_memory=False):
+        return tf.function(
+            lambda: snt.dynamic_unroll(
+                core,
+                xs,
+                state,
+                parallel_iterations=parallel_iterations,
+                swap_memory=swap_memory,
+            )
+        )()
+
+    # Traced, `tf.while_loop` accepts what compares >= 1; swap_memory is free.
+    for parallel_iterations in (4, np.int64(2), 1.0, 2.5, True):
+        assert traced(parallel_iterations, swap_memory=1)[0].shape == [2, 1, 2]
+    # ... and raises TypeError otherwise, as `tf.while_loop` did.
+    for parallel_iterations in (0, -1, None, "1"):
+        with pytest.raises(TypeError, match="`parallel_iterations` must be a positive"):
+            traced(parallel_iterations)
 
 
 def test_lstm_fast_path_errors_name_the_unroll_arguments():
@@ -679,10 +722,15 @@ def test_lstm_fast_path_errors_name_the_unroll_arguments():
         snt.dynamic_unroll(core, tf.ones([T, B, D], tf.float64), state)
     with pytest.raises(ValueError, match="`input_sequence` must have rank 3"):
         snt.dynamic_unroll(core, tf.ones([T, B, D, 1]), state)
-    with pytest.raises(ValueError, match="`initial_state` must have the shapes"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`initial_state` must have the shapes"
+    ):
         snt.dynamic_unroll(core, tf.ones([T, B, D]), core.initial_state(B + 1))
     snt.dynamic_unroll(core, tf.ones([T, B, D]), state)
-    with pytest.raises(ValueError, match="`input_sequence` must have last dimension"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match="`input_sequence` must have last dimension",
+    ):
         snt.dynamic_unroll(core, tf.ones([T, B, D + 1]), state)
 
 
@@ -697,8 +745,20 @@ def test_unrolled_lstm_errors():
         lstm(tf.ones([T, B, D]), state.hidden)
     with pytest.raises(ValueError, match="variables"):
         lstm.variables  # noqa: B018
+    # Where the original's kernel failed: InvalidArgumentError.
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`input_sequence` must have at least one"
+    ):
+        lstm(tf.ones([0, B, D]), state)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="`initial_state` must have the shapes"
+    ):
+        lstm(tf.ones([T, B, D]), lstm.initial_state(B + 1))
     lstm(tf.ones([T, B, D]), state)
-    with pytest.raises(ValueError, match="`input_sequence` must have last dimension"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match="`input_sequence` must have last dimension",
+    ):
         lstm(tf.ones([T, B, D + 2]), state)
     fn = tf.function(
         snt.UnrolledLSTM(3),

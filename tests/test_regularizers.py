@@ -114,15 +114,49 @@ def test_scale_attribute():
         (float("inf"), ValueError),
         ("1", TypeError),
         (None, TypeError),
-        (True, TypeError),
         ([1.0], TypeError),
         (tf.constant(1), TypeError),
         (tf.constant([1.0, 2.0]), TypeError),
     ],
 )
 def test_bad_scale(cls, scale, error):
-    with pytest.raises(error, match="`scale` must be a"):
+    # NaN and infinite scales, which the original took, only give NaN/inf
+    # losses.
+    with pytest.raises(error, match="`scale` must be"):
         cls(scale)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "scale",
+    [np.array(0.5), np.array(0.5, np.float32), np.float32(0.5), True],
+    ids=["np0d", "np0d_float32", "np.float32", "bool"],
+)
+def test_numpy_and_bool_scales(cls, scale):
+    # As in the original, which only compared `scale < 0`.
+    tensors = [tf.constant([[1.0, -2.0], [3.0, 0.5]])]
+    expected = cls(float(scale))(tensors)
+    result = cls(scale)(tensors)
+    assert result.dtype == tf.float32 and result.shape == ()
+    np.testing.assert_allclose(result, expected, rtol=1e-6)
+    assert cls(scale).scale is scale  # Kept as given (the repr shows it).
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_float64_tensor_scale_is_cast(cls):
+    # The original's `scale * loss` failed on the dtype mismatch.
+    tensors = [tf.constant([[1.0, -2.0], [3.0, 0.5]])]
+    result = cls(tf.constant(0.5, tf.float64))(tensors)
+    assert result.dtype == tf.float32
+    np.testing.assert_allclose(result, cls(0.5)(tensors), rtol=1e-6)
+
+
+def test_off_diagonal_orthogonal_accepts_arrays():
+    # The original read `.shape.with_rank_at_least` of each tensor, which
+    # NumPy arrays lack; L1 and L2 took arrays.
+    reg = R.OffDiagonalOrthogonal(0.5)
+    w = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    np.testing.assert_allclose(reg([w]), reg([tf.constant(w)]))
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
@@ -143,6 +177,25 @@ def test_bad_tensors(cls, tensors, fragment):
     with pytest.raises(TypeError, match=fragment) as info:
         cls(1.0)(tensors)
     assert "`tensors`" in str(info.value)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "tensors",
+    [
+        tf.ones([2, 2]),
+        np.ones([2, 2]),
+        [tf.ones([2, 2]), tf.ones([2, 2], tf.float64)],
+    ],
+    ids=["tensor", "ndarray", "mixed_dtypes"],
+)
+def test_bad_tensors_error_classes(cls, tensors):
+    # The original's `if not tensors:` raised a `ValueError` for a tensor or
+    # an array; `tf.add_n` an `InvalidArgumentError` for mixed dtypes. Ours
+    # are both, and `TypeError`s.
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        cls(1.0)(tensors)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
 
 
 @pytest.mark.parametrize("shape", [[], [4]])

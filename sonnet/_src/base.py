@@ -90,6 +90,24 @@ def with_name_scope(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def _bound_with_name_scope(method: Any) -> Callable[..., Any]:
+    """`with_name_scope` for a method that is a descriptor but not a plain
+    function, e.g. one decorated with `wrapt.decorator`: it is bound to the
+    instance (`method.__get__(self, cls)`) on each call, so that the decorator
+    sees the instance it is called on."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            scope = self.name_scope
+        except AttributeError as e:
+            raise AttributeError(_SUPER_CTOR_MESSAGE) from e
+        with scope:
+            return method.__get__(self, type(self))(*args, **kwargs)
+
+    return wrapper
+
+
 def _traced_with_name_scope(method: Callable[..., T]) -> Callable[..., T]:
     # Inside a traced `tf.function` AutoGraph cannot convert try/except, so the
     # scope lookup is not guarded here.
@@ -219,7 +237,10 @@ class ModuleMetaclass(abc.ABCMeta):
                 if _wants_name_scope(original) and _wants_name_scope(value):
                     setattr(cls, key, once_lib.once(with_name_scope(original)))
             elif _wants_name_scope(value):
-                setattr(cls, key, with_name_scope(value))
+                # `wrapt` wrappers pass `isinstance(value, FunctionType)`.
+                plain = type(value) is types.FunctionType
+                wrap = with_name_scope if plain else _bound_with_name_scope
+                setattr(cls, key, wrap(value))
         return cls
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, initializers, metrics, moving_averages, utils
+from sonnet._src import base, checks, initializers, metrics, moving_averages, utils
 from sonnet._src.once import once
 
 # Inputs the fused kernel accepts (`FusedBatchNormV3` has T in {half, bfloat16,
@@ -18,7 +17,7 @@ _FUSED_DTYPES = (tf.float32,)
 
 
 def check_flag(argument: str, value: Any) -> bool:
-    """Checks a constructor flag such as `create_scale` (a bool, or 0/1)."""
+    """Checks a constructor flag (a bool, or 0/1); used by `snt.nets.ResNet`."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)) and value in (0, 1):
@@ -26,26 +25,45 @@ def check_flag(argument: str, value: Any) -> bool:
     raise utils.bad_type(argument, "must be a bool", value)
 
 
-def check_eps(value: Any) -> float:
-    """Checks `eps`: a finite, non-negative real number."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise utils.bad_type("eps", "must be a non-negative float", value)
-    eps = float(value)
-    if not np.isfinite(eps) or eps < 0:
-        raise utils.bad_value("eps", "must be a non-negative float", value)
+def _check_eps(eps: Any) -> Any:
+    """`eps`: any real number but NaN (as a Python float), or a variable."""
+    if isinstance(eps, (str, bytes)):
+        # The original's ops failed on it (`TypeError` or, unfused,
+        # `InvalidArgumentError`).
+        raise checks.invalid_argument_type("eps", "must be a real number", eps)
+    if eps is None:
+        raise utils.bad_value("eps", "must be a real number", eps)
+    eps = checks.real("eps", eps)
+    if isinstance(eps, tf.Tensor):
+        static = tf.get_static_value(eps)
+        if static is None:
+            raise utils.bad_value("eps", "must have a value known before the call", eps)
+        eps = checks.real("eps", static)
     return eps
 
 
-def check_initializer(argument: str, value: Any) -> None:
-    """Checks that an initializer argument is callable or None."""
-    if value is not None and not callable(value):
-        raise utils.bad_type(argument, "must be a callable initializer or None", value)
+def _convert_inputs(inputs: Any) -> tf.Tensor:
+    if inputs is None or isinstance(inputs, (str, bytes)):
+        # The original read `inputs.shape` (`AttributeError`).
+        raise checks.lacks_attribute("inputs", "must be a tensor", inputs)
+    return utils.to_tensor("inputs", inputs)
 
 
-def check_unused_init(argument: str, value: Any, flag: str, created: bool) -> None:
-    """Rejects an initializer for a parameter the module does not create."""
-    if value is not None and not created:
-        raise utils.bad_value(argument, f"must be None when `{flag}=False`", value)
+def _reads_shape_only(metric: Any) -> bool:
+    """Whether `metric.initialize(x)` only uses the shape and dtype of `x`.
+
+    The built-in metrics start from zeros; they are given zeros made outside
+    the traced graph, so that their variables are created eagerly. Others
+    (users' own) get the first batch's moments, as in the original.
+    """
+    return getattr(type(metric), "initialize", None) in _SHAPE_ONLY_INITIALIZE
+
+
+_SHAPE_ONLY_INITIALIZE = (
+    moving_averages.ExponentialMovingAverage.initialize,
+    metrics.Mean.initialize,
+    metrics.Sum.initialize,
+)
 
 
 def _empty_float32() -> tf.Tensor:
@@ -91,18 +109,22 @@ class BaseBatchNorm(base.Module):
         `scale` may be passed at call time.
       create_offset: Whether `offset` is a trainable variable. If False an
         `offset` may be passed at call time.
-      moving_mean: An `snt.Metric`-like object (`initialize(x)`, `update(x)`,
-        `value`) that tracks the mean; e.g. `snt.ExponentialMovingAverage`.
+      moving_mean: An `snt.Metric`-like object that tracks the mean, e.g.
+        `snt.ExponentialMovingAverage`: the first call passes the first
+        batch's mean to `initialize(x)`, each training call passes the batch
+        mean to `update(x)`, and test calls read `value` (all with the
+        statistics' shape below).
       moving_variance: As `moving_mean`, for the variance.
-      eps: Added to the variance for numerical stability. Default 1e-5.
+      eps: Added to the variance for numerical stability: a real number
+        (Python, NumPy, a scalar tensor or variable). Default 1e-5.
       scale_init: Initializer for `scale`; default `Ones()` (identity).
       offset_init: Initializer for `offset`; default `Zeros()`.
       data_format: Where the channels are: `"channels_last"` (default, also
         "NHWC", "NWC", ...) or `"channels_first"` (also "NCHW", ...).
       name: Module name.
 
-    Inputs are `[N, ..., C]` (or `[N, C, ...]` channels-first) with rank >= 2;
-    outputs have the same shape. Statistics have the "keepdims" shape, e.g.
+    Inputs are `[N, ..., C]` (or `[N, C, ...]` channels-first; rank >= 2),
+    or `[C]`; outputs have the same shape. Statistics have the "keepdims" shape, e.g.
     `[1, 1, 1, C]` for `[N, H, W, C]` inputs; `scale`/`offset` are `[C]`
     (channels-first: `[C, 1, ..., 1]`).
 
@@ -128,30 +150,23 @@ class BaseBatchNorm(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._create_scale = check_flag("create_scale", create_scale)
-        self._create_offset = check_flag("create_offset", create_offset)
-        for argument, metric in (
-            ("moving_mean", moving_mean),
-            ("moving_variance", moving_variance),
-        ):
-            if not all(
-                callable(getattr(metric, m, None)) for m in ("initialize", "update")
-            ):
-                raise utils.bad_type(
-                    argument,
-                    "must be a metric with `initialize`, `update` and `value` "
-                    "(e.g. snt.ExponentialMovingAverage)",
-                    metric,
-                )
-        self._eps = check_eps(eps)
-        check_initializer("scale_init", scale_init)
-        check_initializer("offset_init", offset_init)
-        check_unused_init("scale_init", scale_init, "create_scale", self._create_scale)
-        check_unused_init(
-            "offset_init", offset_init, "create_offset", self._create_offset
-        )
+        self._create_scale = checks.flag("create_scale", create_scale)
+        self._create_offset = checks.flag("create_offset", create_offset)
+        # The original passed the flags on as `tf.Variable(trainable=...)`,
+        # where None means trainable.
+        self._scale_trainable = create_scale is None or self._create_scale
+        self._offset_trainable = create_offset is None or self._create_offset
+        self._eps = _check_eps(eps)
         self._channel_index = utils.get_channel_index(data_format)
         self._data_format = data_format
+        checks.unused_initializer(
+            "scale_init", scale_init, "create_scale", self._create_scale
+        )
+        checks.unused_initializer(
+            "offset_init", offset_init, "create_offset", self._create_offset
+        )
+        checks.initializer("scale_init", scale_init)
+        checks.initializer("offset_init", offset_init)
         self._scale_init = scale_init or initializers.Ones()
         self._offset_init = offset_init or initializers.Zeros()
         self.moving_mean = moving_mean
@@ -193,12 +208,17 @@ class BaseBatchNorm(base.Module):
                 "must be None when the module creates it (create_offset=True)",
                 offset,
             )
-        training = utils.mode_flag("is_training", is_training)
-        local_stats = utils.mode_flag("test_local_stats", test_local_stats)
-        inputs = utils.to_tensor("inputs", inputs)
+        training = checks.mode_flag("is_training", is_training)
+        local_stats = checks.mode_flag("test_local_stats", test_local_stats)
+        if not isinstance(inputs, (tf.Tensor, tf.Variable)):
+            inputs = _convert_inputs(inputs)
         self._initialize(inputs)
         self._check_inputs(inputs)
         fused = self._fused and scale is None and offset is None
+        if scale is not None:
+            scale = self._given_parameter("scale", scale)
+        if offset is not None:
+            offset = self._given_parameter("offset", offset)
         if fused and self._fused_format == "NCHW":
             # The kernel wants [C] parameters; ours are [C, 1, 1].
             scale = tf.reshape(self.scale, (self._channels,))
@@ -225,23 +245,39 @@ class BaseBatchNorm(base.Module):
             lambda: self._with_moving_stats(inputs, scale, offset, fused),
         )
 
+    def _given_parameter(self, argument: str, value: Any) -> tf.Tensor:
+        """A `scale`/`offset` passed at call time, in the inputs' dtype."""
+        try:
+            return tf.convert_to_tensor(value, dtype=self._dtype)
+        except (TypeError, ValueError) as e:
+            raise checks.invalid_argument(
+                argument, f"must be convertible to a {self._dtype.name} tensor", value
+            ) from e
+
     @once
     def _initialize(self, inputs: tf.Tensor) -> None:
         shape = inputs.shape
-        if shape.rank is None or shape.rank < 2:
-            raise utils.bad_value(
-                "inputs", "must have a known rank >= 2 (batch and channels)", inputs
-            )
-        if not inputs.dtype.is_floating:
-            raise utils.bad_type("inputs", "must have a floating point dtype", inputs)
         rank = shape.rank
+        min_rank = 1 if self._channel_index == -1 else 2
+        expected = (
+            f"must have a known rank >= {min_rank} (the channels"
+            f"{'' if min_rank == 1 else ' after the batch'})"
+        )
+        if rank is None:
+            raise utils.bad_value("inputs", expected, inputs)
+        if rank < min_rank:
+            # The original indexed the shape past its end.
+            message = str(utils.bad_value("inputs", expected, inputs))
+            raise checks.InvalidArgumentIndexError(None, None, message)
+        if not inputs.dtype.is_floating:
+            raise checks.invalid_argument_type(
+                "inputs", "must have a floating point dtype", inputs
+            )
         channel_axis = rank - 1 if self._channel_index == -1 else 1
         channels = shape[channel_axis]
-        if not channels:
+        if channels is None:
             raise utils.bad_value(
-                "inputs",
-                "must have a statically known, non-zero number of channels",
-                inputs,
+                "inputs", "must have a statically known number of channels", inputs
             )
         self._rank = rank
         self._channel_axis = channel_axis
@@ -250,25 +286,53 @@ class BaseBatchNorm(base.Module):
         self._axis = tuple(i for i in range(rank) if i != channel_axis)
         channels_last = channel_axis == rank - 1
 
-        # The statistics' shape: the input's with every axis but the channels
-        # reduced to 1. The moving statistics only take shape and dtype from
-        # the value they are initialized with.
+        # The statistics have the input's shape with every axis but the
+        # channels reduced to 1. As in the original, the moving statistics are
+        # initialized with the first batch's moments (a user's metric may
+        # start from them), or, for the built-in metrics, which only take the
+        # shape and dtype, with zeros made outside any traced graph.
         stats_shape = [channels if i == channel_axis else 1 for i in range(rank)]
-        zeros = metrics.zeros_like(tf.TensorSpec(stats_shape, inputs.dtype))
-        self.moving_mean.initialize(zeros)
-        self.moving_variance.initialize(zeros)
+        for argument, metric in (
+            ("moving_mean", self.moving_mean),
+            ("moving_variance", self.moving_variance),
+        ):
+            if not callable(getattr(metric, "initialize", None)):
+                raise checks.lacks_attribute(
+                    argument,
+                    "must be a metric with `initialize`, `update` and `value` "
+                    "(e.g. snt.ExponentialMovingAverage)",
+                    metric,
+                )
+        if _reads_shape_only(self.moving_mean) and _reads_shape_only(
+            self.moving_variance
+        ):
+            mean = variance = metrics.zeros_like(
+                tf.TensorSpec(stats_shape, inputs.dtype)
+            )
+        else:
+            mean, variance = tf.nn.moments(inputs, self._axis, keepdims=True)
+            # An empty batch has no moments (NaN): the metrics start from zeros.
+            num_elements = shape.num_elements()
+            if num_elements == 0:
+                mean, variance = tf.zeros_like(mean), tf.zeros_like(variance)
+            elif num_elements is None:
+                not_empty = tf.size(inputs) > 0
+                mean = tf.where(not_empty, mean, tf.zeros_like(mean))
+                variance = tf.where(not_empty, variance, tf.zeros_like(variance))
+        self.moving_mean.initialize(mean)
+        self.moving_variance.initialize(variance)
         self.shape = tf.TensorShape(stats_shape)
         self._stats_shape = tuple(stats_shape)
 
         params_shape = [channels] if channels_last else [channels] + [1] * (rank - 2)
         self.scale = tf.Variable(
             self._scale_init(params_shape, inputs.dtype),
-            trainable=self._create_scale,
+            trainable=self._scale_trainable,
             name="scale",
         )
         self.offset = tf.Variable(
             self._offset_init(params_shape, inputs.dtype),
-            trainable=self._create_offset,
+            trainable=self._offset_trainable,
             name="offset",
         )
 
@@ -279,7 +343,12 @@ class BaseBatchNorm(base.Module):
         # numbers whatever kernel we pick (the normalized output always uses
         # the population variance).
         self._unbiased_update = self._use_fused_kernel and rank == 4 and channels_last
-        fusable = self._use_fused_kernel and inputs.dtype in _FUSED_DTYPES
+        fusable = (
+            self._use_fused_kernel
+            and inputs.dtype in _FUSED_DTYPES
+            and isinstance(self._eps, float)
+            and channels > 0
+        )
         if fusable and channels_last:
             self._fused = True
             self._fused_format = "NHWC"
@@ -292,26 +361,27 @@ class BaseBatchNorm(base.Module):
             self._fused = False
 
     def _check_inputs(self, inputs: tf.Tensor) -> None:
+        # The original's ops failed on such inputs (`InvalidArgumentError`).
         shape = inputs.shape
         rank = shape.rank
         if rank is None:
             return
         if rank != self._rank:
-            raise utils.bad_value(
+            raise checks.invalid_argument(
                 "inputs",
                 f"must keep the rank of the first call ({self._rank})",
                 inputs,
             )
         channels = shape[self._channel_axis]
         if channels is not None and channels != self._channels:
-            raise utils.bad_value(
+            raise checks.invalid_argument(
                 "inputs",
                 f"must keep the number of channels of the first call "
                 f"({self._channels})",
                 inputs,
             )
         if inputs.dtype != self._dtype:
-            raise utils.bad_type(
+            raise checks.invalid_argument_type(
                 "inputs",
                 f"must keep the dtype of the first call ({self._dtype.name})",
                 inputs,
@@ -463,8 +533,9 @@ class BatchNorm(BaseBatchNorm):
     Args:
       create_scale: Whether `scale` is trainable (see `snt.BaseBatchNorm`).
       create_offset: Whether `offset` is trainable.
-      decay_rate: Decay of the moving averages, in [0, 1]. Default 0.999
-        (slow, smooth statistics for long training runs).
+      decay_rate: Decay of the moving averages, normally in [0, 1] (see
+        `snt.ExponentialMovingAverage`). Default 0.999 (slow, smooth
+        statistics for long training runs).
       eps: Added to the variance for numerical stability. Default 1e-5.
       scale_init: Initializer for `scale`; default `Ones()`.
       offset_init: Initializer for `offset`; default `Zeros()`.
@@ -495,20 +566,9 @@ class BatchNorm(BaseBatchNorm):
     ):
         if name is not None:
             base._check_name(name)
-        if isinstance(decay_rate, (tf.Tensor, tf.Variable)):
-            if not decay_rate.dtype.is_floating or decay_rate.shape.rank not in (
-                0,
-                None,
-            ):
-                raise utils.bad_type(
-                    "decay_rate", "must be a float scalar in [0, 1]", decay_rate
-                )
-        elif isinstance(decay_rate, (bool, np.bool_)) or not isinstance(
-            decay_rate, numbers.Real
-        ):
-            raise utils.bad_type("decay_rate", "must be a float in [0, 1]", decay_rate)
-        elif not 0 <= decay_rate <= 1:
-            raise utils.bad_value("decay_rate", "must be in [0, 1]", decay_rate)
+        # A scalar: an array decay (which `snt.ExponentialMovingAverage` takes)
+        # could only be checked against the statistics on the first call.
+        decay_rate = checks.real("decay_rate", decay_rate)
         # The statistics are built in the caller's scope + `name`, like the
         # original (in eager mode this is the module's own scope).
         with tf.name_scope(name or "batch_norm"):

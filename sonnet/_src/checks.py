@@ -140,6 +140,21 @@ def optional_size(argument: str, value: Any, allow_zero: bool = False) -> int | 
     return None if value is None else size(argument, value, allow_zero)
 
 
+def whole_size(argument: str, value: Any, allow_zero: bool = False) -> int:
+    """`size`, also taking a whole float (`3.0`, `np.float32(3)`, a scalar
+    float tensor of known value), which the original's shape arithmetic
+    took as that integer. A fraction is refused: the original truncated it."""
+    whole = value
+    if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype.is_floating:
+        whole = tf.get_static_value(value) if value.shape.rank == 0 else None
+    if isinstance(whole, (float, np.floating, np.ndarray)) and np.ndim(whole) == 0:
+        number = float(whole)
+        whole = int(number) if number.is_integer() else value
+    else:
+        whole = value
+    return integer(argument, whole, minimum=0 if allow_zero else 1)
+
+
 def tensor_size(argument: str, value: Any) -> int | tf.Tensor:
     """A non-negative size that may be a tensor, e.g. a batch size `tf.shape(x)[0]`.
 
@@ -227,12 +242,15 @@ def flag(argument: str, value: Any) -> bool:
         raise bad_type(argument, "must be a bool", value)
     if isinstance(value, (tf.Tensor, tf.Variable)):
         static = tf.get_static_value(value)
-        if static is None or np.ndim(static) != 0:
+        if static is None:
             raise bad_type(argument, "must be a bool (a Python value)", value)
-        return bool(static)
+        value = static
     try:
         return bool(value)
-    except (TypeError, ValueError) as e:
+    except ValueError as e:
+        # Several elements: `if value:` raised `ValueError` in the original.
+        raise bad_value(argument, "must have a single truth value", value) from e
+    except TypeError as e:
         raise bad_type(argument, "must be a bool", value) from e
 
 
@@ -331,35 +349,21 @@ def unused_initializer(argument: str, value: Any, flag_name: str, used: bool) ->
 def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:
     """A call-time switch such as `is_training`, read by its truth value.
 
-    As `flag` (the original tested these with `if value:`), except that a
-    boolean tensor whose value is unknown while tracing comes back as the
-    tensor itself, for the caller to `tf.cond` on, and that a value with no
-    single truth value (an array or tensor of several elements) is a
-    `ValueError`, as `if value:` made it.
+    As `flag`, except that a boolean tensor whose value is unknown while
+    tracing comes back as the tensor itself, for the caller to `tf.cond` on.
     """
     if value is True or value is False:
         return value
     if isinstance(value, (tf.Tensor, tf.Variable)):
-        static = None
-        if not tf.is_symbolic_tensor(value) and tf.executing_eagerly():
-            static = value.numpy()
-        elif isinstance(value, tf.Tensor):
-            static = tf.get_static_value(value)
-        if static is None:
+        if tf.executing_eagerly() and not tf.is_symbolic_tensor(value):
+            value = value.numpy()
+        elif isinstance(value, tf.Variable) or tf.get_static_value(value) is None:
             if value.dtype == tf.bool and value.shape.rank in (0, None):
                 return value  # type: ignore[return-value]
             raise bad_type(
                 argument, "must be a Python bool or a scalar boolean tensor", value
             )
-        value = static
-    if isinstance(value, (str, bytes)):
-        raise bad_type(argument, "must be a bool", value)
-    try:
-        return bool(value)
-    except ValueError as e:
-        raise bad_value(argument, "must have a single truth value", value) from e
-    except TypeError as e:
-        raise bad_type(argument, "must be a bool", value) from e
+    return flag(argument, value)
 
 
 class AttributeTypeError(TypeError, AttributeError):
@@ -401,6 +405,52 @@ class UnimplementedError(ValueError, tf.errors.UnimplementedError):
         return (type(self), (None, None, self.message))
 
 
-def unimplemented(argument: str, expected: str, received: Any) -> UnimplementedError:
-    """`UnimplementedError` in the project's template (see `utils.bad_value`)."""
-    return UnimplementedError(None, None, str(bad_value(argument, expected, received)))
+class UnimplementedTypeError(UnimplementedError, TypeError):
+    """`UnimplementedError` for a value of the wrong type (also a `TypeError`),
+    e.g. a string hyper-parameter, which the original's `tf.cast` had no
+    kernel for."""
+
+
+def unimplemented_type(
+    argument: str, expected: str, received: Any
+) -> UnimplementedTypeError:
+    """`UnimplementedTypeError` in the project's template (`utils.bad_type`)."""
+    message = str(bad_type(argument, expected, received))
+    return UnimplementedTypeError(None, None, message)
+
+
+def tf_real(
+    argument: str,
+    value: Any,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
+    """`real`, for a number the original handed to TF ops unchecked (an
+    optimizer's hyper-parameter, an initializer's bounds, a gradient scale).
+
+    As there, a one-element list or tuple (`[0.1]`, which TF broadcast like
+    `0.1`) stands for its element, and None is a `ValueError` (as in
+    `tf.convert_to_tensor`).
+    """
+    if value is None:
+        raise bad_value(argument, "must be a real number", value)
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    return real(argument, value, minimum, maximum)
+
+
+class InternalError(InvalidArgumentError, tf.errors.InternalError):
+    """As `InvalidArgumentError`, where the original's TF kernel failed with
+    `tf.errors.InternalError` (oneDNN's CPU kernels report some invalid
+    arguments so, e.g. an empty filter in a transposed convolution)."""
+
+
+def internal(argument: str, expected: str, received: Any) -> InternalError:
+    """`InternalError` in the project's template (see `utils.bad_value`)."""
+    return InternalError(None, None, str(bad_value(argument, expected, received)))
+
+
+class InvalidArgumentIndexError(InvalidArgumentError, IndexError):
+    """As `InvalidArgumentError`, where the original indexed past the end of
+    something it was given (e.g. the shape of a scalar input), raising
+    `IndexError`."""

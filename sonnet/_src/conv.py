@@ -83,14 +83,69 @@ def check_data_format(data_format: Any, num_spatial_dims: int) -> bool:
     )
 
 
-def check_sizes(argument: str, value: Any, num_spatial_dims: int) -> tuple[int, ...]:
-    """An int or a sequence of 1 or `num_spatial_dims` positive ints, as a tuple."""
+def check_sizes(
+    argument: str,
+    value: Any,
+    num_spatial_dims: int,
+    *,
+    default: int | None = None,
+    arrays: bool = False,
+    allow_zero: bool = False,
+    invalid: Callable[[str, str, Any], Exception] | None = None,
+) -> tuple[int, ...]:
+    """An int or a sequence of 1 or `num_spatial_dims` sizes, as a tuple.
+
+    Each size may be spelled as `checks.whole_size` takes (NumPy integers,
+    scalar tensors, whole floats). `default`: the size None stands for (the
+    original passed None on to TensorFlow, which read it so); without one
+    None is refused. `arrays`: also take a 1-D array, tensor or
+    `tf.TensorShape` (where the original passed the value to a TensorFlow
+    op). `invalid` makes the error for a size below the minimum (default:
+    `checks.InvalidArgumentError`).
+
+    A malformed value (a string, None, a sequence of the wrong length) raises
+    `checks.InvalidArgumentTypeError`, both a `TypeError` and a `ValueError`:
+    the original failed with either, depending on the module and argument.
+    """
+    expected = "must be a positive integer or a sequence of them"
+    if value is None:
+        if default is None:
+            raise checks.invalid_argument_type(argument, expected, value)
+        return (default,) * num_spatial_dims
     if isinstance(value, (str, bytes)):
-        raise utils.bad_type(
-            argument, "must be a positive integer or a sequence of them", value
+        raise checks.invalid_argument_type(argument, expected, value)
+    if arrays:
+        value = _as_sequence(value)
+    if isinstance(value, Sequence) and len(value) not in (1, num_spatial_dims):
+        raise checks.invalid_argument_type(
+            argument,
+            f"must be a scalar or a sequence of length 1 or {num_spatial_dims}",
+            value,
         )
     values = utils.replicate(value, num_spatial_dims, argument)
-    return tuple(checks.size(argument, v) for v in values)
+    try:
+        return tuple(checks.whole_size(argument, v, allow_zero) for v in values)
+    except checks.InvalidArgumentTypeError:
+        raise
+    except checks.InvalidArgumentError:
+        if invalid is None:
+            raise
+        kind = "non-negative" if allow_zero else "positive"
+        raise invalid(argument, f"must contain only {kind} integers", value) from None
+
+
+def _as_sequence(value: Any) -> Any:
+    """A 1-D array, tensor or `tf.TensorShape` as a list; other values as is."""
+    if isinstance(value, tf.TensorShape):
+        return value.as_list() if value.rank is not None else value
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        if value.shape.rank != 1:
+            return value
+        static = tf.get_static_value(value)
+        return value if static is None else list(static)
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return list(value)
+    return value
 
 
 def check_no_stride_with_rate(stride: Sequence[int], rate: Sequence[int]) -> None:
@@ -153,7 +208,6 @@ def check_build_inputs(inputs: tf.Tensor, rank: int, channel_index: int) -> int:
     shape = inputs.shape
     if shape.rank != rank:
         raise rank_error(inputs, rank)
-    utils.check_floating("inputs", inputs)
     channels = shape[channel_index]
     if channels is None:
         raise utils.bad_value(
@@ -168,6 +222,35 @@ def check_build_inputs(inputs: tf.Tensor, rank: int, channel_index: int) -> int:
             _shape_text(shape),
         )
     return channels
+
+
+def check_default_init_dtype(inputs: tf.Tensor) -> None:
+    """Rejects non-float inputs to a module about to make its default `w_init`.
+
+    Integer convolutions work with a user initializer; the default truncated
+    normal needs a floating point dtype (the original's failed with
+    `ValueError`; ours is also a `TypeError`).
+    """
+    if not inputs.dtype.is_floating:
+        raise checks.invalid_argument_type(
+            "inputs",
+            "must have a floating point dtype (or give a `w_init` for "
+            f"{inputs.dtype.name} weights)",
+            inputs,
+        )
+
+
+def to_inputs(inputs: Any) -> tf.Tensor:
+    """A convolution's (non-tensor) `inputs` as a tensor (slow path only).
+
+    The original read `inputs.shape`, so None or a string failed with
+    `AttributeError`: the error is one too (`checks.AttributeTypeError`).
+    """
+    if inputs is None or isinstance(inputs, (str, bytes)):
+        raise checks.lacks_attribute(
+            "inputs", "must be a tensor (or convertible to one)", inputs
+        )
+    return utils.to_tensor("inputs", inputs)
 
 
 def _shape_text(shape: tf.TensorShape) -> Any:
@@ -307,6 +390,14 @@ def call_error(
             f"must have dtype {dtype.name}, the dtype of the first input",
             inputs,
         )
+    if not dtype.is_floating:
+        # E.g. int32 inputs to a 3-D convolution: TensorFlow has 1-D and 2-D
+        # integer convolutions only.
+        return checks.invalid_argument_type(
+            "inputs",
+            "must have a floating point dtype for this convolution",
+            inputs,
+        )
     if shape.rank is not None and shape[channel_index] not in (None, input_channels):
         return checks.invalid_argument(
             "inputs",
@@ -341,15 +432,19 @@ class ConvND(base.Module):
 
     Args:
       num_spatial_dims: 1, 2 or 3.
-      output_channels: Number of output channels (positive int).
-      kernel_shape: Kernel size, an int or one per spatial dimension.
-      stride: Stride, an int or one per spatial dimension. Default 1.
-      rate: Dilation rate, an int or one per spatial dimension. Default 1 (an
-        ordinary convolution). Cannot be combined with a stride > 1.
+      output_channels: Number of output channels (a positive int; 0 gives an
+        empty output for 1-D and 2-D convolutions).
+      kernel_shape: Kernel size, an int or one per spatial dimension. Sizes
+        may be NumPy integers, scalar tensors or whole floats (`3.0`).
+      stride: Stride, an int or one per spatial dimension (a sequence, 1-D
+        array or tensor). Default 1; None also means 1.
+      rate: Dilation rate, as `stride`. Default 1 (an ordinary convolution).
+        Cannot be combined with a stride > 1.
       padding: "SAME" or "VALID" (any case), or a padding function from
         `snt.pad` (e.g. `snt.pad.causal`) or a sequence of one per spatial
         dimension: the input is then padded explicitly and convolved with
         "VALID". Default "SAME" (output size = input size at stride 1).
+        None means "VALID" (no padding).
       with_bias: Whether to add a bias. Default True.
       w_init: Weight initializer. Default `TruncatedNormal` with stddev
         `1 / sqrt(fan_in)`, `fan_in = prod(kernel_shape) * input_channels`,
@@ -383,13 +478,19 @@ class ConvND(base.Module):
         n = check_num_spatial_dims(num_spatial_dims, "convolutions")
         self._num_spatial_dims = n
         self._rank = n + 2
-        self.output_channels = checks.size("output_channels", output_channels)
+        # No output channels give an empty output, as in the original (whose
+        # 3-D op failed on an empty filter).
+        self.output_channels = checks.whole_size(
+            "output_channels", output_channels, allow_zero=n != 3
+        )
         self.kernel_shape = kernel_shape
         self.stride = stride
         self.rate = rate
         self._kernel = check_sizes("kernel_shape", kernel_shape, n)
-        self._strides = check_sizes("stride", stride, n)
-        self._rates = check_sizes("rate", rate, n)
+        # The original passed these to `tf.nn.convolution`, which takes None
+        # (for 1) and 1-D arrays or tensors.
+        self._strides = check_sizes("stride", stride, n, default=1, arrays=True)
+        self._rates = check_sizes("rate", rate, n, default=1, arrays=True)
         check_no_stride_with_rate(self._strides, self._rates)
         self._channels_first = check_data_format(data_format, n)
         self._channel_index = 1 if self._channels_first else -1
@@ -399,10 +500,13 @@ class ConvND(base.Module):
         self.w_init = w_init
         self.b_init = bias_initializer(self.with_bias, b_init)
 
+        if padding is None:
+            padding = "VALID"  # No padding function: the original's meaning.
         if isinstance(padding, str):
             self.conv_padding = padding.upper()
             if self.conv_padding not in ("SAME", "VALID"):
-                raise utils.bad_value("padding", _PADDING_EXPECTED, padding)
+                # The original's op failed with `InvalidArgumentError`.
+                raise checks.invalid_argument("padding", _PADDING_EXPECTED, padding)
             self.padding_func = None
             self._padding = None
             self._spatial_pads = None
@@ -477,6 +581,7 @@ class ConvND(base.Module):
         dtype = inputs.dtype
         weight_shape = (*self._kernel, self.input_channels, self.output_channels)
         if self.w_init is None:
+            check_default_init_dtype(inputs)
             fan_in = int(np.prod(weight_shape[:-1]))
             self.w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
         self.w = tf.Variable(self.w_init(weight_shape, dtype), name="w")
@@ -529,7 +634,7 @@ class ConvND(base.Module):
           The outputs, same rank, layout and dtype, `output_channels` channels.
         """
         if not isinstance(inputs, tf.Tensor):
-            inputs = utils.to_tensor("inputs", inputs)
+            inputs = to_inputs(inputs)
         self._initialize(inputs)
         shape = inputs.shape
         # Checked before running the op: TF's CPU kernels abort the process

@@ -43,14 +43,25 @@ def dilate_kernel(w: tf.Tensor, rates: Sequence[int]) -> tf.Tensor:
 
 
 def _check_output_shape(output_shape: Any, n: int) -> tuple[int, ...] | None:
+    """`output_shape` as a tuple of `n` sizes (or None).
+
+    As in the original, it may be any sequence, a 1-D array or a tensor of
+    known value (the original passed it to the op). A string raises
+    `checks.InvalidArgumentTypeError` (also a `ValueError`, the original's
+    error for one).
+    """
     if output_shape is None:
         return None
     if isinstance(output_shape, tf.TensorShape):
         if not output_shape.is_fully_defined():
             raise utils.bad_value("output_shape", "must be fully defined", output_shape)
         output_shape = output_shape.as_list()
+    if isinstance(output_shape, (np.ndarray, tf.Tensor, tf.Variable)):
+        static = tf.get_static_value(output_shape)
+        if static is not None and np.ndim(static) == 1:
+            output_shape = list(static)
     if not isinstance(output_shape, (list, tuple)):
-        raise utils.bad_type(
+        raise checks.invalid_argument_type(
             "output_shape",
             f"must be None or a sequence of {n} positive integers (the output's "
             "spatial shape)",
@@ -134,15 +145,20 @@ class ConvNDTranspose(base.Module):
         n = conv.check_num_spatial_dims(num_spatial_dims, "transposed convolutions")
         self._num_spatial_dims = n
         self._rank = n + 2
-        self._output_channels = checks.size("output_channels", output_channels)
+        self._output_channels = checks.whole_size("output_channels", output_channels)
         self._kernel_shape = kernel_shape
-        self._kernel = conv.check_sizes("kernel_shape", kernel_shape, n)
+        # oneDNN's CPU kernel failed on an empty filter with `InternalError`.
+        self._kernel = conv.check_sizes(
+            "kernel_shape", kernel_shape, n, invalid=checks.internal
+        )
         self._fixed_spatial = _check_output_shape(output_shape, n)
         self._output_shape = output_shape
         self._stride = stride
         self._strides = conv.check_sizes("stride", stride, n)
         self._rate = rate
-        self._rates = conv.check_sizes("rate", rate, n)
+        # The original passed `rate` to the op, which reads None as 1 and
+        # takes 1-D arrays and tensors.
+        self._rates = conv.check_sizes("rate", rate, n, default=1, arrays=True)
         if not (isinstance(padding, str) and padding in ("SAME", "VALID")):
             raise utils.bad_type(
                 "padding",
@@ -186,6 +202,7 @@ class ConvNDTranspose(base.Module):
         dtype = inputs.dtype
         weight_shape = (*self._kernel, self._output_channels, self.input_channels)
         if self._w_init is None:
+            conv.check_default_init_dtype(inputs)
             fan_in = int(np.prod(self._kernel)) * self.input_channels
             self._w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
         self.w = tf.Variable(self._w_init(weight_shape, dtype), name="w")
@@ -233,11 +250,11 @@ class ConvNDTranspose(base.Module):
         """
         shape = inputs.shape
         output_shape = list(self._fixed_spatial or ())
-        checks = []
+        asserts = []
         for axis, d, expected in self._expected_inputs:
             actual = shape[axis]
             if actual is None:
-                checks.append(
+                asserts.append(
                     tf.debugging.assert_equal(
                         tf.shape(inputs)[axis],
                         expected,
@@ -246,14 +263,15 @@ class ConvNDTranspose(base.Module):
                     )
                 )
             elif actual != expected:
-                raise utils.bad_value(
+                # The original's op failed with `InvalidArgumentError`.
+                raise checks.invalid_argument(
                     "inputs",
                     f"must have spatial size {expected} in dimension {d} for "
                     f"output_shape={output_shape} with stride "
                     f"{self._strides[d]} and {self._padding} padding",
                     tuple(shape.as_list()),
                 )
-        return conv.after(checks, inputs)
+        return conv.after(asserts, inputs)
 
     def _input_sizes(self, x: tf.Tensor) -> Any:
         """The output shape in the op's layout (the op's `input_sizes`)."""
@@ -297,7 +315,7 @@ class ConvNDTranspose(base.Module):
           The outputs, same rank, layout and dtype, `output_channels` channels.
         """
         if not isinstance(inputs, tf.Tensor):
-            inputs = utils.to_tensor("inputs", inputs)
+            inputs = conv.to_inputs(inputs)
         self._initialize(inputs)
         # Checked before running the op: TF's CPU kernels abort the process
         # on some wrong-rank inputs instead of raising.

@@ -19,6 +19,17 @@ import tensorflow as tf
 from sonnet._src import base, checks, conv, initializers, once, utils
 
 
+def _rank_error(inputs: tf.Tensor) -> Exception:
+    """The error for inputs not of rank 4: the original's op failed with
+    `InvalidArgumentError`, so this is one too (and an `IndexError` for a
+    scalar)."""
+    message = str(conv.rank_error(inputs, 4))
+    if inputs.shape.rank == 0:
+        # The original read the channels off the shape: `IndexError`.
+        return checks.InvalidArgumentIndexError(None, None, message)
+    return checks.InvalidArgumentError(None, None, message)
+
+
 class DepthwiseConv2D(base.Module):
     """A depthwise 2-D convolution: a separate filter bank per input channel.
 
@@ -68,7 +79,10 @@ class DepthwiseConv2D(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.channel_multiplier = checks.size("channel_multiplier", channel_multiplier)
+        # No filters give an empty output, as in the original.
+        self.channel_multiplier = checks.whole_size(
+            "channel_multiplier", channel_multiplier, allow_zero=True
+        )
         self.kernel_shape = kernel_shape
         self._kernel = conv.check_sizes("kernel_shape", kernel_shape, 2)
         strides = conv.check_sizes("stride", stride, 2)
@@ -79,8 +93,16 @@ class DepthwiseConv2D(base.Module):
         self.data_format = data_format
         self.stride = (1, 1, *strides) if self._channels_first else (1, *strides, 1)
         self._strides = strides
-        if not (isinstance(padding, str) and padding.upper() in ("SAME", "VALID")):
-            raise utils.bad_value(
+        if isinstance(padding, bytes):
+            padding = padding.decode(errors="replace")  # The op took bytes.
+        # The original's op failed with `TypeError` for a non-string and
+        # `InvalidArgumentError` for another string.
+        if not isinstance(padding, str):
+            raise utils.bad_type(
+                "padding", "must be 'SAME' or 'VALID' (any case)", padding
+            )
+        if padding.upper() not in ("SAME", "VALID"):
+            raise checks.invalid_argument(
                 "padding", "must be 'SAME' or 'VALID' (any case)", padding
             )
         self.padding = padding
@@ -93,10 +115,13 @@ class DepthwiseConv2D(base.Module):
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
         """Creates `w` (and `b`) and fixes the op arguments from the first input."""
+        if inputs.shape.rank != 4:
+            raise _rank_error(inputs)
         self.input_channels = conv.check_build_inputs(inputs, 4, self._channel_index)
         dtype = inputs.dtype
         weight_shape = (*self._kernel, self.input_channels, self.channel_multiplier)
         if self.w_init is None:
+            conv.check_default_init_dtype(inputs)
             fan_in = int(np.prod(self._kernel))
             self.w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
         self.w = tf.Variable(self.w_init(weight_shape, dtype), name="w")
@@ -138,13 +163,13 @@ class DepthwiseConv2D(base.Module):
           `input_channels * channel_multiplier` channels.
         """
         if not isinstance(inputs, tf.Tensor):
-            inputs = utils.to_tensor("inputs", inputs)
+            inputs = conv.to_inputs(inputs)
         self._initialize(inputs)
         # Checked before running the op: TF's CPU kernels abort the process
         # on some wrong-rank inputs instead of raising.
         shape = inputs.shape
         if shape.rank != 4:
-            raise conv.rank_error(inputs, 4)
+            raise _rank_error(inputs)
         if self._minimums:
             inputs = conv.check_spatial_sizes(inputs, self._minimums)
         dims = shape.as_list()

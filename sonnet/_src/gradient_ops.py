@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 
 __all__ = ["leaky_clip_by_value", "scale_gradient"]
+
+
+def _numeric_tensor(argument: str, value: Any) -> tf.Tensor:
+    if value is None:
+        # `tf.convert_to_tensor(None)` raised a `ValueError` in the original.
+        raise utils.bad_value(argument, "must be a numeric tensor", value)
+    tensor = utils.to_tensor(argument, value)
+    dtype = tensor.dtype
+    if not (dtype.is_floating or dtype.is_integer):
+        # The original's TF op failed (`InvalidArgumentError`).
+        raise checks.invalid_argument_type(argument, "must have a numeric dtype", value)
+    return tensor
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not (
         isinstance(value, (bool, np.bool_))
     )
-
-
-def _numeric_tensor(argument: str, value: Any) -> tf.Tensor:
-    tensor = utils.to_tensor(argument, value)
-    dtype = tensor.dtype
-    if not (dtype.is_floating or dtype.is_integer):
-        raise utils.bad_type(argument, "must have a numeric dtype", value)
-    return tensor
 
 
 def scale_gradient(t: Any, scale: Any) -> tf.Tensor:
@@ -35,8 +38,9 @@ def scale_gradient(t: Any, scale: Any) -> tf.Tensor:
 
     Args:
       t: A tensor.
-      scale: A number or a scalar tensor multiplying the gradient. It gets no
-        gradient itself.
+      scale: A number (also a NumPy scalar, a 0-d array or a one-element
+        list) or a tensor multiplying the gradient (cast to its dtype). It
+        gets no gradient itself.
 
     Returns:
       A tensor equal to `t` (same shape and dtype).
@@ -52,10 +56,9 @@ def scale_gradient(t: Any, scale: Any) -> tf.Tensor:
     if isinstance(scale, (tf.Tensor, tf.Variable)):
         if not (scale.dtype.is_floating or scale.dtype.is_integer):
             raise utils.bad_type("scale", "must have a numeric dtype", scale)
-    elif not _is_number(scale):
-        raise utils.bad_type("scale", "must be a number or a tensor", scale)
-    elif not math.isfinite(scale):
-        raise utils.bad_value("scale", "must be finite", scale)
+    else:
+        # NaN or infinite scales only give NaN/inf gradients.
+        scale = checks.tf_real("scale", scale)
 
     @tf.custom_gradient
     def _scale_gradient(x: tf.Tensor) -> Any:
@@ -100,7 +103,8 @@ def leaky_clip_by_value(
     """
     t = _numeric_tensor("t", t)
     if name is not None and not isinstance(name, str):
-        raise utils.bad_type("name", "must be a string or None", name)
+        # The original failed with a `ValueError` (from its gradient).
+        raise checks.invalid_argument_type("name", "must be a string or None", name)
     if _is_number(clip_value_min) and _is_number(clip_value_max):
         if clip_value_min > clip_value_max:
             raise utils.bad_value(
@@ -113,8 +117,12 @@ def leaky_clip_by_value(
         ("clip_value_min", clip_value_min),
         ("clip_value_max", clip_value_max),
     ):
+        if bound is None:
+            # `tf.convert_to_tensor(None)` raised a `ValueError` in the original.
+            raise utils.bad_value(argument, "must be a number or a tensor", bound)
         if isinstance(bound, (tf.Tensor, tf.Variable)) and bound.dtype != t.dtype:
-            raise utils.bad_type(
+            # The original's `tf.maximum`/`tf.minimum` failed.
+            raise checks.invalid_argument_type(
                 argument, f"must have the dtype of `t` ({t.dtype.name})", bound
             )
         bounds.append(utils.to_tensor(argument, bound, dtype=t.dtype))

@@ -89,12 +89,28 @@ def _is_tensor(value: Any) -> TypeGuard[tf.Tensor | tf.Variable]:
     return isinstance(value, (tf.Tensor, tf.Variable))
 
 
-def _check_real(argument: str, value: Any, minimum: float | None = None) -> Any:
-    """A real number in any spelling (`checks.real`); integers stay integers."""
-    checked = checks.real(argument, value, minimum=minimum)
+def _check_real(argument: str, value: Any) -> Any:
+    """A real number in any spelling (`checks.tf_real`, so also a one-element
+    list, as TF broadcast it); integers stay integers."""
+    checked = checks.tf_real(argument, value)
+    if isinstance(value, (list, tuple)):
+        value = value[0]
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return int(value)
     return checked
+
+
+def _check_seed(value: Any) -> int | None:
+    """An op-level seed (`checks.seed`). As TF's random ops, which the
+    original passed it to, a fractional float or a float scalar tensor is
+    truncated to an integer (3.5 seeds like 3)."""
+    if isinstance(value, (float, np.floating)) and math.isfinite(value):
+        return int(value)
+    if _is_tensor(value) and value.dtype.is_floating and value.shape.rank == 0:
+        static = tf.get_static_value(value)
+        if static is not None and np.isfinite(static):
+            return int(static)
+    return checks.seed("seed", value)
 
 
 def _as_dtype(dtype: Any) -> tf.DType:
@@ -143,17 +159,24 @@ class _Shape:
         return tf.stack([tf.cast(d, tf.int32) for d in dims])
 
 
+# Where the original passed a bad shape to a TF op, that failed with
+# `InvalidArgumentError` (or, e.g. `len(shape)`, with a `TypeError` or
+# `ValueError`): our errors are all of these.
+
+
 def _check_dim(dim: Any, shape: Any) -> _Dim:
     if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
         if dim < 0:
-            raise utils.bad_value("shape", "must have non-negative sizes", shape)
+            raise checks.invalid_argument(
+                "shape", "must have non-negative sizes", shape
+            )
         return int(dim)
     if _is_tensor(dim) and dim.dtype.is_integer and dim.shape.rank == 0:
         static = tf.get_static_value(dim)
         if static is not None:
             return _check_dim(int(static), shape)
         return dim
-    raise utils.bad_type(
+    raise checks.invalid_argument_type(
         "shape",
         "must be a list of non-negative integers (or scalar integer tensors), "
         "a fully-defined TensorShape or a 1-D integer tensor",
@@ -172,7 +195,9 @@ def as_shape(shape: Any) -> _Shape:
             shape.dtype.is_integer if _is_tensor(shape) else shape.dtype.kind in "iu"
         )
         if not integer:
-            raise utils.bad_type("shape", "must have an integer dtype", shape)
+            raise checks.invalid_argument_type(
+                "shape", "must have an integer dtype", shape
+            )
         dims = tf.TensorShape(shape.shape)
         if dims.rank != 1 or dims[0] is None:
             raise utils.bad_value(
@@ -184,11 +209,17 @@ def as_shape(shape: Any) -> _Shape:
         return _Shape(list(tf.unstack(shape)))
     if isinstance(shape, (list, tuple)):
         return _Shape([_check_dim(d, shape) for d in shape])
-    raise utils.bad_type(
+    raise checks.invalid_argument_type(
         "shape",
         "must be a list/tuple of integers, a TensorShape or a 1-D integer tensor",
         shape,
     )
+
+
+def _vector(shape: Any) -> Any:
+    """A single size `n` as the shape `[n]` (as `tf.zeros`/`tf.ones` read it)."""
+    index = None if _is_tensor(shape) else checks.as_index(shape)
+    return shape if index is None else [index]
 
 
 def _product(dims: Iterable[_Dim]) -> _Dim:
@@ -218,7 +249,7 @@ def _scalar(value: Any, dtype: tf.DType, argument: str) -> Any:
 
 
 class Zeros(Initializer):
-    """Fills the tensor with zeros.
+    """Fills the tensor with zeros (a single size `n` is the shape `[n]`).
 
     >>> snt.initializers.Zeros()([2, 3], tf.int32).shape
     TensorShape([2, 3])
@@ -226,11 +257,11 @@ class Zeros(Initializer):
 
     def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
         dtype = _numerical_dtype(dtype)
-        return tf.zeros(as_shape(shape).tensor(), dtype)
+        return tf.zeros(as_shape(_vector(shape)).tensor(), dtype)
 
 
 class Ones(Initializer):
-    """Fills the tensor with ones.
+    """Fills the tensor with ones (a single size `n` is the shape `[n]`).
 
     >>> snt.initializers.Ones()([2], tf.float32).numpy()
     array([1., 1.], dtype=float32)
@@ -238,7 +269,7 @@ class Ones(Initializer):
 
     def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
         dtype = _numerical_dtype(dtype)
-        return tf.ones(as_shape(shape).tensor(), dtype)
+        return tf.ones(as_shape(_vector(shape)).tensor(), dtype)
 
 
 class Constant(Initializer):
@@ -280,11 +311,13 @@ class RandomUniform(Initializer):
     """Draws values uniformly from `[minval, maxval)`.
 
     Integer dtypes are supported (then `minval`/`maxval` must be whole
-    numbers and `minval < maxval`).
+    numbers and `minval < maxval`). As in `tf.random.uniform`, a float
+    `maxval` below `minval` gives values in `(maxval, minval]`.
 
     Args:
       minval: Lower bound (inclusive), default 0.
-      maxval: Upper bound (exclusive), default 1.
+      maxval: Upper bound (exclusive), default 1; None means 1 (as in
+        `tf.random.uniform`), except for integer dtypes.
       seed: Op-level random seed, default None.
 
     >>> snt.initializers.RandomUniform(-1.0, 1.0)([2, 2], tf.float32).shape
@@ -293,10 +326,8 @@ class RandomUniform(Initializer):
 
     def __init__(self, minval: Any = 0, maxval: Any = 1, seed: int | None = None):
         self.minval = _check_real("minval", minval)
-        self.maxval = _check_real("maxval", maxval)
-        if _is_real(minval) and _is_real(maxval) and minval > maxval:
-            raise utils.bad_value("maxval", f"must be >= minval ({minval!r})", maxval)
-        self.seed = checks.seed("seed", seed)
+        self.maxval = None if maxval is None else _check_real("maxval", maxval)
+        self.seed = _check_seed(seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"minval": self.minval, "maxval": self.maxval, "seed": self.seed}
@@ -308,15 +339,22 @@ class RandomUniform(Initializer):
         sample_dtype = dtype
         if dtype.is_integer and dtype not in (tf.int32, tf.int64):
             sample_dtype = tf.int64
+        if self.maxval is None and dtype.is_integer:
+            raise utils.bad_value(
+                "maxval", "must be given for integer dtypes", self.maxval
+            )
         minval = _scalar(self.minval, sample_dtype, "minval")
-        maxval = _scalar(self.maxval, sample_dtype, "maxval")
+        maxval = _scalar(
+            1 if self.maxval is None else self.maxval, sample_dtype, "maxval"
+        )
         if (
             dtype.is_integer
             and _is_real(self.minval)
             and _is_real(self.maxval)
             and self.minval >= self.maxval
         ):
-            raise utils.bad_value(
+            # TF's integer kernel failed with `InvalidArgumentError`.
+            raise checks.invalid_argument(
                 "maxval",
                 f"must be > minval ({self.minval!r}) for integer dtypes",
                 self.maxval,
@@ -332,7 +370,8 @@ class RandomNormal(Initializer):
 
     Args:
       mean: Mean of the distribution, default 0.
-      stddev: Standard deviation (>= 0), default 1.
+      stddev: Standard deviation, default 1 (a negative one draws like its
+        absolute value, as in TF).
       seed: Op-level random seed, default None.
 
     >>> snt.initializers.RandomNormal(stddev=0.1)([3], tf.float32).shape
@@ -341,8 +380,8 @@ class RandomNormal(Initializer):
 
     def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
         self.mean = _check_real("mean", mean)
-        self.stddev = _check_real("stddev", stddev, minimum=0)
-        self.seed = checks.seed("seed", seed)
+        self.stddev = _check_real("stddev", stddev)
+        self.seed = _check_seed(seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
@@ -366,8 +405,8 @@ class TruncatedNormal(Initializer):
 
     Args:
       mean: Mean of the (untruncated) distribution, default 0.
-      stddev: Standard deviation (>= 0) of the untruncated distribution,
-        default 1.
+      stddev: Standard deviation of the untruncated distribution, default 1
+        (a negative one draws like its absolute value, as in TF).
       seed: Op-level random seed, default None.
 
     >>> init = snt.initializers.TruncatedNormal(stddev=0.5)
@@ -377,8 +416,8 @@ class TruncatedNormal(Initializer):
 
     def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
         self.mean = _check_real("mean", mean)
-        self.stddev = _check_real("stddev", stddev, minimum=0)
-        self.seed = checks.seed("seed", seed)
+        self.stddev = _check_real("stddev", stddev)
+        self.seed = _check_seed(seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
@@ -455,7 +494,7 @@ class Orthogonal(Initializer):
 
     def __init__(self, gain: Any = 1.0, seed: int | None = None):
         self.gain = _check_real("gain", gain)
-        self.seed = checks.seed("seed", seed)
+        self.seed = _check_seed(seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {"gain": self.gain, "seed": self.seed}
@@ -547,14 +586,24 @@ class VarianceScaling(Initializer):
         distribution: str = "truncated_normal",
         seed: int | None = None,
     ):
-        scale = _check_real("scale", scale)
+        # Not `_check_real`: the original compared `scale <= 0`, which failed
+        # for None and lists (`TypeError`).
+        checked = checks.real("scale", scale)
+        if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool):
+            scale = checked
         static = tf.get_static_value(scale) if _is_tensor(scale) else scale
         if static is not None and not static > 0:
             raise utils.bad_value("scale", "must be a positive number", scale)
         if not isinstance(mode, str) or mode not in _MODES:
             raise utils.bad_value("mode", f"must be one of {_MODES}", mode)
+        if isinstance(distribution, bytes):
+            # The original's `distribution.lower()` worked, the lookup failed.
+            raise utils.bad_value(
+                "distribution", f"must be one of {_DISTRIBUTIONS}", distribution
+            )
         if not isinstance(distribution, str):
-            raise utils.bad_type(
+            # The original failed calling `distribution.lower()`.
+            raise checks.lacks_attribute(
                 "distribution", f"must be one of {_DISTRIBUTIONS}", distribution
             )
         if distribution.lower() not in _DISTRIBUTIONS:
@@ -564,7 +613,7 @@ class VarianceScaling(Initializer):
         self.scale = scale
         self.mode = mode
         self.distribution = distribution.lower()
-        self.seed = checks.seed("seed", seed)
+        self.seed = _check_seed(seed)
 
     def _repr_fields(self) -> dict[str, Any]:
         return {
@@ -576,6 +625,11 @@ class VarianceScaling(Initializer):
 
     def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
         dtype = _floating_dtype(dtype)
+        if isinstance(shape, str):
+            # The original's fan computation failed in `tf.cast`.
+            raise checks.unimplemented_type(
+                "shape", "must be a list/tuple of integers or a TensorShape", shape
+            )
         parsed = as_shape(shape)
         fan_in, fan_out = _compute_fans(parsed.dims)
         if self.mode == "fan_in":

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, once, utils
+from sonnet._src import base, checks, once, utils
 
 __all__ = ["Mean", "Metric", "Sum"]
 
@@ -39,21 +39,55 @@ def zeros_like(value: Any) -> tf.Tensor:
         return tf.zeros(value.shape, value.dtype)
 
 
+def broadcasts_to(shape: tf.TensorShape, target: tf.TensorShape) -> bool:
+    """Whether an operand of `shape` combined with one of `target` gives
+    `target`'s shape."""
+    try:
+        return tf.broadcast_static_shape(shape, target).is_compatible_with(target)
+    except ValueError:
+        return False
+
+
+def _is_string(value: Any) -> bool:
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value.dtype == tf.string
+    return isinstance(value, (str, bytes))
+
+
 def check_value(
-    value: Any, state: tf.Variable | None, floating: bool = False
+    value: Any,
+    state: tf.Variable | None,
+    inexact: bool = False,
+    initializing: bool = False,
+    broadcast: bool = False,
 ) -> tf.Tensor:
     """Converts a metric input and checks it fits the metric's `state`.
+
+    Exception types are the ones the original's ops raised: a value of
+    another shape or dtype than the state, or a boolean or string value to
+    accumulate, is a `checks.InvalidArgumentError` (a `ValueError` too).
 
     Args:
       value: The value passed to `update`/`initialize`/`__call__`.
       state: A state variable the value is combined with, or None before the
         state exists.
-      floating: Whether only floating point values make sense (otherwise
-        integer and complex values are accepted too).
+      inexact: Whether only floating point or complex values can be
+        accumulated (an integer tensor is then a `TypeError`, as in the
+        original).
+      initializing: For `initialize`, which (as in the original) takes the
+        shape and dtype of any tensor.
+      broadcast: Whether a value that broadcasts to the state's shape is
+        fine (else it must have that shape).
 
     Returns:
-      `value` as a tensor (Python numbers and arrays take `state`'s dtype).
+      `value` as a tensor (Python numbers and arrays take `state`'s dtype; a
+      Python integer becomes float32 if `inexact`).
     """
+    if inexact and not initializing and _is_string(value):
+        # The original's arithmetic on strings had no kernel.
+        raise checks.unimplemented_type(
+            "value", "must have a floating point dtype", value
+        )
     if not isinstance(value, (tf.Tensor, tf.Variable)):
         dtype = None if state is None else state.dtype
         try:
@@ -62,33 +96,48 @@ def check_value(
             expected = "must be convertible to a numeric tensor"
             if dtype is not None:
                 expected = f"must be convertible to a {dtype.name} tensor"
-            raise utils.bad_type("value", expected, value) from e
-        if floating and state is None and value.dtype.is_integer:
+            raise checks.error_like(e, "value", expected, value) from e
+        if inexact and state is None and value.dtype.is_integer:
             value = tf.cast(value, tf.float32)
+    if initializing:
+        return value  # type: ignore[return-value]
     dtype = value.dtype
-    if floating:
-        if not dtype.is_floating:
-            raise utils.bad_type("value", "must have a floating point dtype", value)
-    elif not (dtype.is_floating or dtype.is_integer or dtype.is_complex):
-        raise utils.bad_type("value", "must have a numeric dtype", value)
     if state is not None:
         if dtype != state.dtype:
-            raise utils.bad_type(
+            raise checks.invalid_argument(
                 "value",
                 f"must have the dtype of the first value ({state.dtype.name})",
                 value,
             )
-        if not value.shape.is_compatible_with(state.shape):
-            raise utils.bad_value(
+        if broadcast:
+            fits = broadcasts_to(value.shape, state.shape)
+        else:
+            fits = value.shape.is_compatible_with(state.shape)
+        if not fits:
+            raise checks.invalid_argument(
                 "value",
                 f"must have the shape of the first value {state.shape}",
                 value,
             )
+    if not (dtype.is_floating or dtype.is_integer or dtype.is_complex):
+        raise checks.invalid_argument_type("value", "must have a numeric dtype", value)
+    if inexact and not (dtype.is_floating or dtype.is_complex):
+        raise utils.bad_type("value", "must have a floating point dtype", value)
     return value  # type: ignore[return-value]
 
 
-def not_ready(metric: Metric) -> ValueError:
-    return ValueError(
+class NotReadyError(ValueError, AttributeError):
+    """A metric's `value` read before its first update.
+
+    The original failed reading an attribute of the missing state
+    (`AttributeError`; `ValueError` for `snt.Sum`), so this is both; as an
+    `AttributeError`, `hasattr(metric, "value")` is False until then, as it
+    was.
+    """
+
+
+def not_ready(metric: Metric) -> NotReadyError:
+    return NotReadyError(
         f"`{metric.name}` has no value before its first `update(value)`. "
         f"Received: `value` requested from {metric!r} before any update."
     )
@@ -98,8 +147,9 @@ class Metric(base.Module):
     """Base class for metrics: state updated by a stream of values.
 
     Subclasses implement `initialize(value)` (create state shaped like
-    `value`), `update(value)`, `reset()` and the `value` property. Calling a
-    metric updates it and returns its current value.
+    `value`), `update(value)` and `reset()`, and override the `value`
+    property (which is None here; like the original, it is not abstract).
+    Calling a metric updates it and returns its current value.
 
     >>> class Maximum(snt.Metric):
     ...   def __init__(self):
@@ -130,9 +180,9 @@ class Metric(base.Module):
         """Accumulates `value` into the state."""
 
     @property
-    @abc.abstractmethod
-    def value(self) -> tf.Tensor:
-        """The current value of the metric."""
+    def value(self) -> Any:
+        """The current value of the metric (None unless a subclass says)."""
+        return None
 
     @abc.abstractmethod
     def reset(self) -> None:
@@ -167,7 +217,7 @@ class Sum(Metric):
     @once.once
     def initialize(self, value: Any) -> None:
         """Creates a zero `sum` shaped like `value` (without adding it)."""
-        value = check_value(value, None)
+        value = check_value(value, None, initializing=True)
         self.sum = state_variable(zeros_like(value), "sum")
 
     def update(self, value: Any) -> None:
@@ -214,7 +264,7 @@ class Mean(Metric):
     @once.once
     def initialize(self, value: Any) -> None:
         """Creates a zero `sum` shaped like `value` (without counting it)."""
-        value = check_value(value, None)
+        value = check_value(value, None, initializing=True)
         self.sum = state_variable(zeros_like(value), "sum")
 
     def update(self, value: Any) -> None:

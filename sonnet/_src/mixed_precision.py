@@ -18,7 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, custom_getter, tf_compat, utils
+from sonnet._src import base, checks, custom_getter, tf_compat, utils
 
 _SEEN = "_mp_seen"
 
@@ -27,17 +27,9 @@ _mode: tf.DType | None = None
 
 
 def _check_dtype(dtype: Any) -> tf.DType | None:
-    if dtype is None:
-        return None
-    try:
-        result = tf.as_dtype(dtype)
-    except TypeError as e:
-        raise utils.bad_type(
-            "dtype", "must be a floating point dtype or None", dtype
-        ) from e
-    if not result.is_floating:
-        raise utils.bad_value("dtype", "must be a floating point dtype or None", dtype)
-    return result
+    # As in the original any dtype is a mode; only the decorated functions'
+    # `valid_types` decide whether it is used.
+    return None if dtype is None else checks.dtype("dtype", dtype)
 
 
 def enable(dtype: Any) -> None:
@@ -47,11 +39,11 @@ def enable(dtype: Any) -> None:
     only if `dtype` is one of their valid types.
 
     Args:
-      dtype: A floating point dtype such as `tf.float16` or `tf.bfloat16`, or
-        None.
+      dtype: A dtype such as `tf.float16` or `tf.bfloat16` (any spelling
+        `tf.as_dtype` takes), or None.
 
     Raises:
-      TypeError, ValueError: if `dtype` is not a floating point dtype or None.
+      TypeError: if `dtype` is not a dtype or None.
 
     >>> snt.mixed_precision.enable(tf.float16)
     >>> snt.mixed_precision.disable()
@@ -92,14 +84,14 @@ def scope(dtype: Any) -> contextlib.AbstractContextManager[None]:
     entered.
 
     Args:
-      dtype: A floating point dtype, or None to turn mixed precision off
+      dtype: A dtype (see `enable`), or None to turn mixed precision off
         inside the block.
 
     Returns:
       A context manager.
 
     Raises:
-      TypeError, ValueError: if `dtype` is not a floating point dtype or None.
+      TypeError: if `dtype` is not a dtype or None.
 
     >>> with snt.mixed_precision.scope(tf.bfloat16):
     ...   pass
@@ -263,7 +255,8 @@ def modes(
 
     def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(f):
-            raise utils.bad_type("f", "must be callable", f)
+            # The original failed with `AttributeError` here.
+            raise checks.lacks_attribute("f", "must be callable", f)
         return _Modes(f, frozen)  # type: ignore[return-value]
 
     return decorator

@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import metrics, once, utils
+from sonnet._src import checks, metrics, once, utils
 
 __all__ = ["ExponentialMovingAverage"]
 
 
-def _check_decay(decay: Any) -> Any:
-    if isinstance(decay, (tf.Tensor, tf.Variable)):
-        if not decay.dtype.is_floating or decay.shape.rank not in (0, None):
-            raise utils.bad_type("decay", "must be a floating point scalar", decay)
+def check_decay(argument: str, decay: Any) -> Any:
+    """A decay: a real number (as `checks.real`), or, as the original allowed,
+    an array or tensor of them, one per element of the averaged values."""
+    if isinstance(decay, np.ndarray) and decay.ndim:
+        if decay.dtype.kind not in "iuf":
+            raise utils.bad_type(argument, "must be a real number or array", decay)
+        return tf.constant(decay)
+    if isinstance(decay, (tf.Tensor, tf.Variable)) and decay.shape.rank:
+        if not (decay.dtype.is_floating or decay.dtype.is_integer):
+            raise utils.bad_type(argument, "must be a real number or array", decay)
         return decay
-    if isinstance(decay, (bool, np.bool_)) or not isinstance(
-        decay, (int, float, np.integer, np.floating)
-    ):
-        raise utils.bad_type("decay", "must be a number in [0, 1]", decay)
-    if not (math.isfinite(decay) and 0 <= decay <= 1):
-        raise utils.bad_value("decay", "must be a number in [0, 1]", decay)
-    return decay
+    return checks.real(argument, decay)
 
 
 def _update_ops(
@@ -115,8 +114,11 @@ class ExponentialMovingAverage(metrics.Metric):
     same shape and dtype.
 
     Args:
-      decay: Weight of the past, a number in `[0, 1]` (or a float scalar
-        tensor). Typical values are close to 1 (e.g. 0.99).
+      decay: Weight of the past: a real number (Python, NumPy, or a scalar
+        tensor or variable), normally in `[0, 1]` and close to 1 (e.g.
+        0.99); as in the original, values outside are not refused (NaN and
+        infinities are), and an array or tensor gives one decay per element
+        (broadcast against the values).
       name: Module name, default `"exponential_moving_average"`.
 
     >>> ema = snt.ExponentialMovingAverage(decay=0.5)
@@ -126,7 +128,7 @@ class ExponentialMovingAverage(metrics.Metric):
 
     def __init__(self, decay: Any, name: str | None = None):
         super().__init__(name=name)
-        self._decay = _check_decay(decay)
+        self._decay = check_decay("decay", decay)
         self._counter = metrics.state_variable(tf.constant(0, tf.int64), "counter")
         self._hidden: tf.Variable | None = None
         self.average: tf.Variable | None = None
@@ -134,14 +136,20 @@ class ExponentialMovingAverage(metrics.Metric):
     @once.once
     def initialize(self, value: Any) -> None:
         """Creates zero `hidden`/`average` state shaped like `value`."""
-        value = metrics.check_value(value, None, floating=True)
+        value = metrics.check_value(value, None, inexact=True, initializing=True)
+        decay = self._decay
+        if isinstance(decay, (tf.Tensor, tf.Variable)) and decay.shape.rank:
+            if not metrics.broadcasts_to(decay.shape, value.shape):
+                raise checks.invalid_argument(
+                    "value", f"must have a shape that `decay` {decay.shape} fits", value
+                )
         zeros = metrics.zeros_like(value)
         self._hidden = metrics.state_variable(zeros, "hidden")
         self.average = metrics.state_variable(zeros, "average")
 
     def update(self, value: Any) -> None:
         """Moves the average towards `value`."""
-        value = metrics.check_value(value, self._hidden, floating=True)
+        value = metrics.check_value(value, self._hidden, inexact=True, broadcast=True)
         self.initialize(value)
         assert self._hidden is not None and self.average is not None
         counter, hidden, average = self._counter, self._hidden, self.average

@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import eager_init
+from sonnet._src import checks, eager_init
 
 ONCE_ATTRIBUTE = "__snt_once_wrapped__"
 _RECORD = "_snt_once"
@@ -98,6 +98,10 @@ def once(f: Callable[..., Any]) -> Any:
     Returns:
       A wrapper with the same calling convention as `f`.
 
+    Raises:
+      TypeError: if `f` is not callable (also an `AttributeError`, as in the
+        original).
+
     >>> class Counter:
     ...   calls = 0
     ...   @snt.once
@@ -108,6 +112,9 @@ def once(f: Callable[..., Any]) -> Any:
     >>> Counter.calls
     1
     """
+    if not callable(f):
+        # The original failed with `AttributeError` here.
+        raise checks.lacks_attribute("f", "must be callable", f)
     if inspect.ismethod(f):
         instance, func = f.__self__, f.__func__
         key = uuid.uuid4()

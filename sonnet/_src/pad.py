@@ -8,9 +8,9 @@ explicitly and then run a VALID convolution.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import Any
 
 from sonnet._src import checks, utils
 
@@ -22,10 +22,12 @@ Padding = Callable[[int], list[int]]
 def valid(effective_kernel_size: int) -> list[int]:
     """No padding: the output only covers positions where the kernel fits.
 
+    The argument is not used (as in the original, any value works).
+
     >>> snt.pad.valid(3)
     [0, 0]
     """
-    checks.size("effective_kernel_size", effective_kernel_size)
+    del effective_kernel_size  # Unused.
     return [0, 0]
 
 
@@ -37,7 +39,7 @@ def same(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.same(4)
     [1, 2]
     """
-    k = checks.size("effective_kernel_size", effective_kernel_size)
+    k = checks.whole_size("effective_kernel_size", effective_kernel_size)
     return [(k - 1) // 2, k // 2]
 
 
@@ -47,7 +49,7 @@ def full(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.full(3)
     [2, 2]
     """
-    k = checks.size("effective_kernel_size", effective_kernel_size)
+    k = checks.whole_size("effective_kernel_size", effective_kernel_size)
     return [k - 1, k - 1]
 
 
@@ -57,7 +59,7 @@ def causal(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.causal(3)
     [2, 0]
     """
-    k = checks.size("effective_kernel_size", effective_kernel_size)
+    k = checks.whole_size("effective_kernel_size", effective_kernel_size)
     return [k - 1, 0]
 
 
@@ -67,7 +69,7 @@ def reverse_causal(effective_kernel_size: int) -> list[int]:
     >>> snt.pad.reverse_causal(3)
     [0, 2]
     """
-    k = checks.size("effective_kernel_size", effective_kernel_size)
+    k = checks.whole_size("effective_kernel_size", effective_kernel_size)
     return [0, k - 1]
 
 
@@ -98,25 +100,60 @@ def create(
     >>> snt.pad.create(snt.pad.same, 4, 3, 2, 1)
     [[0, 0], [0, 0], [4, 5], [4, 5]]
     """
-    n = checks.size("n", n)
-    if (
-        isinstance(channel_index, (bool, np.bool_))
-        or not isinstance(channel_index, (int, np.integer))
-        or channel_index not in (1, -1)
-    ):
-        raise utils.bad_value("channel_index", "must be 1 or -1", channel_index)
+    n = checks.size("n", n, allow_zero=True)
+    # The original failed with `TypeError`s on malformed sizes and paddings.
+    kernels = _sizes("kernel", kernel, n)
+    rates = _sizes("rate", rate, n)
     paddings = utils.replicate(padding, n, "padding")
-    kernels = utils.replicate(kernel, n, "kernel")
-    rates = utils.replicate(rate, n, "rate")
+    channels_first = _channels_first(channel_index, n)
     result: list[list[int]] = []
     for fn, k, r in zip(paddings, kernels, rates, strict=True):
         if not callable(fn):
             raise utils.bad_type(
                 "padding", "must be a padding function such as snt.pad.same", fn
             )
-        k = checks.size("kernel", k)
-        r = checks.size("rate", r)
         result.append(list(fn((k - 1) * r + 1)))
-    if channel_index == 1:
+    if channels_first:
         return [[0, 0], [0, 0], *result]
     return [[0, 0], *result, [0, 0]]
+
+
+def _sizes(argument: str, value: Any, n: int) -> tuple[int, ...]:
+    """A size or a sequence of 1 or `n` sizes, as a tuple of `n` ints.
+
+    A string or None is a `TypeError` (as in the original's arithmetic); a
+    1-D array or tensor is refused too: the original gave every spatial
+    dimension the paddings of all of them.
+    """
+    if value is None or isinstance(value, (str, bytes)):
+        raise utils.bad_type(
+            argument, "must be a positive integer or a sequence", value
+        )
+    values = utils.replicate(value, n, argument)
+    return tuple(checks.whole_size(argument, v) for v in values)
+
+
+def _channels_first(channel_index: Any, n: int) -> bool:
+    """Whether `channel_index` (1, or -1 / `n + 1` for the last axis) is 1.
+
+    The original tested only `channel_index == 1` and padded every other
+    value as channels-last, which is wrong for any other axis; those are
+    refused.
+    """
+    index = checks.as_index(channel_index)
+    if index is None and not isinstance(channel_index, (str, bytes)):
+        # Whole floats (3.0), as the original's comparison took them.
+        with contextlib.suppress(checks.InvalidArgumentError):
+            index = checks.whole_size("channel_index", channel_index)
+    if index is None:
+        raise utils.bad_type(
+            "channel_index", f"must be 1, -1 or {n + 1} (an integer)", channel_index
+        )
+    # Without spatial dimensions every channel axis gives the same result.
+    if index not in (1, -1, n + 1) and n:
+        raise utils.bad_value(
+            "channel_index",
+            f"must be 1 (channels first), -1 or {n + 1} (channels last)",
+            channel_index,
+        )
+    return index == 1

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import abc
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 
 __all__ = ["L1", "L2", "OffDiagonalOrthogonal", "Regularizer"]
 
@@ -35,12 +34,9 @@ def _check_scale(scale: Any) -> Any:
         if not scale.dtype.is_floating or scale.shape.rank not in (0, None):
             raise utils.bad_type("scale", "must be a floating point scalar", scale)
         return scale
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(
-        scale, (int, float, np.integer, np.floating)
-    ):
-        raise utils.bad_type("scale", "must be a non-negative number", scale)
-    if not (math.isfinite(scale) and scale >= 0):
-        raise utils.bad_value("scale", "must be a non-negative number", scale)
+    # Numbers in any spelling (NumPy scalars, 0-d arrays), kept as given (the
+    # repr shows them); NaN or infinite scales only give NaN/inf losses.
+    checks.real("scale", scale, minimum=0)
     return scale
 
 
@@ -48,7 +44,9 @@ def _check_tensors(tensors: Any) -> list[tf.Tensor]:
     if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not (
         isinstance(tensors, Sequence)
     ):
-        raise utils.bad_type(
+        # Also a `ValueError`, as the original's `if not tensors:` raised for
+        # a tensor (or a TF op for other values).
+        raise checks.invalid_argument_type(
             "tensors", "must be a list or tuple of floating point tensors", tensors
         )
     result = []
@@ -59,7 +57,8 @@ def _check_tensors(tensors: Any) -> list[tf.Tensor]:
         result.append(t)
     dtypes = {t.dtype for t in result}
     if len(dtypes) > 1:
-        raise utils.bad_type(
+        # The original's `tf.add_n` failed (`InvalidArgumentError`).
+        raise checks.invalid_argument_type(
             "tensors",
             "must all have the same dtype",
             sorted(d.name for d in dtypes),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -150,6 +151,25 @@ def to_tensor(argument: str, value: Any, dtype: Any = None) -> tf.Tensor:
 
 
 _autograph_lock = threading.Lock()
+
+
+def wraps(f: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """`functools.wraps(f)`, but a callable object (e.g. a module) is not
+    recorded as `__wrapped__`: AutoGraph follows `__wrapped__` to find the
+    source code of a wrapper it converts, which fails on an object (an
+    error with `AUTOGRAPH_STRICT_CONVERSION`, else the wrapper runs
+    unconverted)."""
+    if inspect.isfunction(f) or inspect.ismethod(f):
+        return functools.wraps(f)
+
+    def decorate(wrapper: Callable[..., T]) -> Callable[..., T]:
+        for attribute in ("__doc__", "__name__", "__qualname__"):
+            value = getattr(f, attribute, None)
+            if isinstance(value, str):
+                setattr(wrapper, attribute, value)
+        return wrapper
+
+    return decorate
 
 
 def smart_autograph(f: Callable[..., T]) -> Callable[..., T]:

@@ -79,7 +79,9 @@ def differences(orig: dict[str, Any], ours: dict[str, Any], sid: str) -> list[st
         if kind == "lenient":
             if o in ("error", "crashed") and u == "ok":
                 return []
-            return [f"stale ALLOWED entry ({kind}: {reason}): original {_describe(orig)}"]
+            return [
+                f"stale ALLOWED entry ({kind}: {reason}): original {_describe(orig)}"
+            ]
         expected_orig = {"garbage": "ok", "crash": "crashed"}[kind]
         if o == expected_orig and u == "error":
             if any(c in ours["mro"] for c in CLEAN_ERRORS):

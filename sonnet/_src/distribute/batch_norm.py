@@ -102,7 +102,7 @@ class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
         x = tf.cast(inputs, tf.float32) if dtype.size < 4 else inputs
         total = tf.reduce_sum(x, self._axis, keepdims=True)
         total_sq = tf.reduce_sum(tf.square(x), self._axis, keepdims=True)
-        count = tf.cast(tf.size(x) // self._channels, x.dtype)
+        count = tf.cast(tf.size(x) // max(self._channels, 1), x.dtype)
         if context.num_replicas_in_sync > 1:
             total, total_sq, count = context.all_reduce(
                 tf.distribute.ReduceOp.SUM, [total, total_sq, count]

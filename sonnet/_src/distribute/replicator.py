@@ -14,7 +14,6 @@ from cross-replica context returns the first replica's value.
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import eager_init
+from sonnet._src import eager_init, utils
 
 T = TypeVar("T")
 
@@ -219,7 +218,8 @@ def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
     inputs are left alone. Results are the same as without the wrapper.
 
     Args:
-      f: Any callable, typically a step function run under `tf.function`.
+      f: Any callable (a function, a module, ...), typically a step function
+        run under `tf.function`.
 
     Returns:
       A callable with the signature of `f`.
@@ -233,7 +233,7 @@ def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
     TensorShape([1, 3])
     """
 
-    @functools.wraps(f)
+    @utils.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         with (
             eager_init.initializers_run_eagerly(),

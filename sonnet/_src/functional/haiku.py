@@ -8,8 +8,14 @@ A transformed function is a pair of pure functions:
   both dicts keyed by `variable.ref()`.
 * `apply(params, state, *args, **kwargs) -> (out, new_state)` runs the code
   with those values swapped into the variables and returns the result and
-  the state after the call. Afterwards every variable it touched is put back
-  as it was, so the Python objects carry no values between calls.
+  the state after the call. Afterwards those variables are put back as they
+  were, so the Python objects carry no values between calls.
+
+The semantics are the original's: `init` returns each variable's
+`initial_tensor_value`, and leaves the variables it created without a value
+(`tensor_value` and `initial_tensor_value` None). One deliberate difference:
+reading a variable without a value raises a `ValueError` that says why,
+where the original's tensor conversion silently read zeros.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 from sonnet._src.functional import tensor_variable as tv
+from sonnet._src.functional.tensor_variable import TensorVariable
 
 Ref = Any  # `variable.ref()`: `tf.Variable.ref` returns a private type.
 Params = dict[Ref, Any]
@@ -42,40 +49,37 @@ class Transformed(NamedTuple):
     apply: Callable[..., Any]
 
 
+_Value = Any  # A variable's `tensor_value`: a tensor or None.
+
+
 class _Touched:
-    """The TensorVariables used during a call, with their values beforehand."""
+    """The TensorVariables used during a call, with their initial and current
+    values beforehand (in order of first use)."""
 
     def __init__(self) -> None:
-        self.before: dict[Ref, tuple[tv.TensorVariable, tf.Tensor | None]] = {}
+        self.before: dict[Ref, tuple[TensorVariable, _Value, _Value]] = {}
 
-    def __call__(self, variable: tv.TensorVariable) -> None:
+    def __call__(self, variable: TensorVariable) -> None:
         ref = variable.ref()
         if ref not in self.before:
-            self.before[ref] = (variable, variable.tensor_value)
-
-    def restore(self) -> None:
-        for variable, value in self.before.values():
-            variable.tensor_value = value
+            self.before[ref] = (
+                variable,
+                variable.initial_tensor_value,
+                variable.tensor_value,
+            )
 
 
 def _new_variables(
-    created: list[tf.Variable],
+    created: set[Ref],
 ) -> contextlib.AbstractContextManager[Any]:
-    """Appends every variable created in the block to `created`."""
+    """Adds a reference to every variable created in the block to `created`."""
 
     def creator(next_creator: Any, **kwargs: Any) -> tf.Variable:
         variable = next_creator(**kwargs)
-        created.append(variable)
+        created.add(variable.ref())
         return variable
 
     return tf.variable_creator_scope(creator)
-
-
-def _fill_from_initial(variable: tv.TensorVariable) -> None:
-    # A variable left without a value by an earlier `init` starts again from
-    # its initial value, so that `init` can be called more than once.
-    if variable.tensor_value is None:
-        variable.tensor_value = variable.initial_tensor_value
 
 
 def _forbid_creation(next_creator: Any, **kwargs: Any) -> tf.Variable:
@@ -90,9 +94,11 @@ def _forbid_creation(next_creator: Any, **kwargs: Any) -> tf.Variable:
     )
 
 
-def _check_values(argument: str, values: Any) -> list[tuple[tv.TensorVariable, Any]]:
+def _check_values(argument: str, values: Any) -> list[tuple[TensorVariable, Any]]:
+    # The original read `values.items()` and `key.deref()`: other values
+    # failed there with `AttributeError`.
     if not isinstance(values, Mapping):
-        raise utils.bad_type(
+        raise checks.lacks_attribute(
             argument,
             "must be a dict keyed by `variable.ref()`, as `init` returns",
             values,
@@ -100,8 +106,8 @@ def _check_values(argument: str, values: Any) -> list[tuple[tv.TensorVariable, A
     pairs = []
     for key, value in values.items():
         variable = key.deref() if hasattr(key, "deref") else None
-        if not isinstance(variable, tv.TensorVariable):
-            raise utils.bad_type(
+        if not isinstance(variable, TensorVariable):
+            raise checks.lacks_attribute(
                 argument,
                 "must have keys `variable.ref()` of TensorVariables, as `init` returns",
                 key,
@@ -115,7 +121,7 @@ class _InitCall:
 
     def __init__(self) -> None:
         self.touched = _Touched()
-        self.created: list[tf.Variable] = []
+        self.created: set[Ref] = set()
         self.params: Params = {}
         self.state: State = {}
         self._stack = contextlib.ExitStack()
@@ -125,25 +131,22 @@ class _InitCall:
         stack.enter_context(tv.variables())
         stack.enter_context(_new_variables(self.created))
         stack.enter_context(tv.observe(self.touched))
-        stack.enter_context(tv.observe(_fill_from_initial))
 
     def __exit__(self, exc_type: Any, *exc_info: Any) -> None:
         try:
             self._stack.close()
         finally:
-            self.touched.restore()
-            for variable in self.created:
-                if isinstance(variable, tv.TensorVariable):
-                    variable.tensor_value = None
-                    # Created while tracing (`jit(init)`): the initial value
-                    # belongs to that graph and cannot be used again.
-                    if tf.is_symbolic_tensor(variable.initial_tensor_value):
-                        variable.initial_tensor_value = None
-        if exc_type is not None:
-            return
-        for ref, (variable, before) in self.touched.before.items():
-            value = variable.initial_tensor_value if before is None else before
-            (self.params if variable.trainable else self.state)[ref] = value
+            for ref, (variable, initial, value) in self.touched.before.items():
+                if exc_type is None:
+                    result = self.params if variable.trainable else self.state
+                    result[ref] = variable.initial_tensor_value
+                # Variables `f` created are left without a value (they may
+                # belong to a trace); the others get theirs back.
+                if ref in self.created:
+                    variable.initial_tensor_value = variable.tensor_value = None
+                else:
+                    variable.initial_tensor_value = initial
+                    variable.tensor_value = value
 
 
 class _ApplyCall:
@@ -152,16 +155,17 @@ class _ApplyCall:
     def __init__(self, params: Any, state: Any):
         self._param_values = _check_values("params", params)
         self._state_values = _check_values("state", state)
-        self.touched = _Touched()
         self.new_state: State = {}
+        self._before: list[tuple[TensorVariable, Any, Any]] = []
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> None:
-        stack = self._stack
-        stack.enter_context(tf.variable_creator_scope(_forbid_creation))
-        stack.enter_context(tv.observe(self.touched))
+        self._stack.enter_context(tf.variable_creator_scope(_forbid_creation))
         try:
             for variable, value in self._param_values + self._state_values:
+                self._before.append(
+                    (variable, variable.initial_tensor_value, variable.tensor_value)
+                )
                 variable.assign(value)
         except BaseException:
             self.__exit__(None)
@@ -175,7 +179,10 @@ class _ApplyCall:
                 }
             self._stack.close()
         finally:
-            self.touched.restore()
+            # Only the variables given values are restored, as in the original.
+            for variable, initial, value in reversed(self._before):
+                variable.initial_tensor_value = initial
+                variable.tensor_value = value
 
 
 def transform_with_state(f: Callable[..., Any]) -> TransformedWithState:
@@ -186,16 +193,18 @@ def transform_with_state(f: Callable[..., Any]) -> TransformedWithState:
     been created under `snt.functional.variables()`.
 
     * `init(*args, **kwargs)` runs `f` once and returns `(params, state)`:
-      dicts keyed by `variable.ref()` mapping each variable `f` used to the
-      value it had when first used (for variables `f` created: their initial
-      value), trainable variables in `params` and the others in `state`. The
-      output of `f` is discarded. Afterwards the variables `f` created have no
-      value and the others are restored.
+      dicts keyed by `variable.ref()` mapping each variable `f` used to its
+      initial value (`initial_tensor_value`: for variables `f` created, the
+      value they were created with), trainable variables in `params` and the
+      others in `state`. The output of `f` is discarded. Afterwards the
+      variables `f` created have no value (their `tensor_value` and
+      `initial_tensor_value` are None, so a second `init` that reads them
+      raises) and the others are restored.
     * `apply(params, state, *args, **kwargs)` sets the variables to the given
       values, runs `f` and returns `(out, new_state)`, where `new_state` maps
-      each key of `state` to its variable's value after `f`. Every variable
-      touched is restored afterwards (also if `f` raises). `f` may not create
-      variables here.
+      each key of `state` to its variable's value after `f`. The variables
+      given values are restored afterwards (also if `f` raises). `f` may not
+      create variables here.
 
     Args:
       f: The function to transform.
@@ -253,26 +262,6 @@ def _check_no_state(state: State) -> None:
         raise utils.bad_value("f", _STATEFUL, f"state variables {names}")
 
 
-class _StateWatch:
-    """Raises on exit if a (successful) block used non-trainable variables."""
-
-    def __init__(self) -> None:
-        self._touched = _Touched()
-        self._observer = tv.observe(self._touched)
-
-    def __enter__(self) -> None:
-        self._observer.__enter__()
-
-    def __exit__(self, exc_type: Any, *exc_info: Any) -> None:
-        self._observer.__exit__(exc_type, *exc_info)
-        if exc_type is None:
-            stateful = [
-                v.name for v, _ in self._touched.before.values() if not v.trainable
-            ]
-            if stateful:
-                raise utils.bad_value("f", _STATEFUL, f"state variables {stateful}")
-
-
 def without_state(with_state: TransformedWithState) -> Transformed:
     """Drops the state from a transformed function that has none.
 
@@ -282,11 +271,12 @@ def without_state(with_state: TransformedWithState) -> Transformed:
 
     Returns:
       `Transformed(init, apply)`: `init(*args, **kwargs) -> params` and
-      `apply(params, *args, **kwargs) -> out`. Both raise a `ValueError` if the
-      function uses state.
+      `apply(params, *args, **kwargs) -> out` (which passes no state). Both
+      raise a `ValueError` if the pair returns state.
 
     Raises:
-      TypeError: if `with_state` is not an `(init, apply)` pair of callables.
+      TypeError: if `with_state` is not an `(init, apply)` pair of callables
+        (also an `AttributeError`, as in the original).
 
     >>> f = snt.functional.without_state(
     ...     snt.functional.transform_with_state(lambda x: x + 1))
@@ -298,7 +288,7 @@ def without_state(with_state: TransformedWithState) -> Transformed:
     init = getattr(with_state, "init", None)
     apply = getattr(with_state, "apply", None)
     if not callable(init) or not callable(apply):
-        raise utils.bad_type(
+        raise checks.lacks_attribute(
             "with_state",
             "must be an `(init, apply)` pair from `transform_with_state`",
             with_state,
@@ -312,9 +302,8 @@ def without_state(with_state: TransformedWithState) -> Transformed:
         return params
 
     def apply_fn(params: Params, *args: Any, **kwargs: Any) -> Any:
-        watch = _StateWatch()
-        with watch:
-            out, _ = apply_f(params, {}, *args, **kwargs)
+        out, state = apply_f(params, {}, *args, **kwargs)
+        _check_no_state(state)
         return out
 
     return Transformed(init_fn, apply_fn)

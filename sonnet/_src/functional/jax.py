@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 
 # Marks helpers that AutoGraph should call as they are: converting them when
 # they run inside a user's `tf.function` would only cost tracing time.
@@ -39,7 +38,8 @@ def device_put(t: Any, device: str | None = None) -> Any:
 @_no_autograph
 def _device_put(t: Any, device: Any) -> Any:
     if device is not None and not isinstance(device, str):
-        raise utils.bad_type("device", "must be a device name string or None", device)
+        # What `tf.device` raised in the original.
+        raise utils.bad_value("device", "must be a device name string or None", device)
 
     def put(leaf: Any) -> tf.Tensor:
         try:
@@ -114,16 +114,20 @@ def jit(f: Callable[..., Any], device: str | None = None) -> Callable[..., Any]:
       A function with the calling convention of `f`.
 
     Raises:
-      TypeError: if `f` is not callable or `device` is not a string.
+      ValueError: if `f` is not callable (as `tf.function` raised).
+      TypeError: if `device` is not a string (also an `AttributeError`, which
+        the original raised when called).
 
     >>> double = snt.functional.jit(lambda x: x * 2)
     >>> double(tf.ones([2])).numpy().tolist()
     [2.0, 2.0]
     """
     if not callable(f):
-        raise utils.bad_type("f", "must be callable", f)
+        raise utils.bad_value("f", "must be callable", f)
     if device is not None and not isinstance(device, str):
-        raise utils.bad_type("device", "must be a device name string or None", device)
+        raise checks.lacks_attribute(
+            "device", "must be a device name string or None", device
+        )
     target = _default_device() if device is None else device
     compiled = tf.function(f)
 
@@ -132,7 +136,7 @@ def jit(f: Callable[..., Any], device: str | None = None) -> Callable[..., Any]:
             return tf.identity(leaf)
         return leaf
 
-    @functools.wraps(f)
+    @utils.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with tf.device(target):
             args, kwargs = tf.nest.map_structure(put, (args, kwargs))
@@ -142,35 +146,42 @@ def jit(f: Callable[..., Any], device: str | None = None) -> Callable[..., Any]:
 
 
 def _check_argnums(argnums: Any) -> list[int]:
-    flat = tf.nest.flatten(argnums)
-    if not flat or any(
-        isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer))
-        for i in flat
-    ):
-        raise utils.bad_type(
-            "argnums", "must be an int or a nest of ints (argument positions)", argnums
-        )
-    return [int(i) for i in flat]
+    # Any integer spelling, as the original indexed `args` with it.
+    try:
+        flat = tf.nest.flatten(argnums)
+    except (TypeError, ValueError) as e:
+        raise _bad_argnums(argnums) from e
+    positions = [checks.as_index(i) for i in flat]
+    if None in positions:
+        raise _bad_argnums(argnums)
+    return positions  # type: ignore[return-value]
 
 
-def _watchable(argnums: Any, leaf: Any) -> Any:
-    if not isinstance(leaf, (tf.Tensor, tf.Variable)):
-        try:
-            leaf = tf.convert_to_tensor(leaf)
-        except (TypeError, ValueError) as e:
-            raise utils.bad_type(
-                "argnums",
-                "must select arguments that are nests of tensors",
-                leaf,
-            ) from e
-    if not (leaf.dtype.is_floating or leaf.dtype.is_complex):
-        raise utils.bad_type(
-            "argnums",
-            f"must select floating point arguments (gradients with respect to "
-            f"{leaf.dtype.name} values are not defined; argnums={argnums!r})",
-            leaf,
+def _bad_argnums(argnums: Any) -> TypeError:
+    return utils.bad_type(
+        "argnums", "must be an int or a nest of ints (argument positions)", argnums
+    )
+
+
+class _ArgnumsOutOfRange(ValueError, IndexError):
+    """`argnums` selects a missing argument (the original's `IndexError`)."""
+
+
+def _watchable(leaf: Any) -> Any:
+    if isinstance(leaf, (tf.Tensor, tf.Variable)):
+        # As with `tf.GradientTape`, a non-floating tensor gets a None
+        # gradient.
+        return leaf
+    try:
+        tensor = tf.convert_to_tensor(leaf)
+    except (TypeError, ValueError):
+        tensor = None
+    if tensor is None or not (tensor.dtype.is_floating or tensor.dtype.is_integer):
+        # What `tape.watch` raised in the original.
+        raise utils.bad_value(
+            "argnums", "must select arguments that are nests of numbers", leaf
         )
-    return leaf
+    return tensor
 
 
 def value_and_grad(
@@ -199,9 +210,11 @@ def value_and_grad(
 
     Raises:
       TypeError: for a non-callable `f`, a bad `argnums` or `has_aux`; when
-        called, for `argnums` selecting non-floating arguments or `f` not
-        returning a pair with `has_aux=True`.
-      ValueError: when called, if `argnums` selects a missing argument.
+        called, for `f` not returning a pair with `has_aux=True`.
+      ValueError: when called, if `argnums` selects a missing argument (also
+        an `IndexError`, as in the original) or a value that is not a number,
+        or `f` returns a sequence of another length than 2 with
+        `has_aux=True`.
 
     >>> f = snt.functional.value_and_grad(lambda x, y: x * y, argnums=(0, 1))
     >>> value, (dx, dy) = f(2.0, 3.0)
@@ -220,19 +233,20 @@ class _GradCall:
         args_list = list(args)
         for i in positions:
             if not -len(args_list) <= i < len(args_list):
-                raise utils.bad_value(
+                error = utils.bad_value(
                     "argnums",
                     f"must select positional arguments of the call "
                     f"({len(args_list)} given)",
                     argnums,
                 )
+                raise _ArgnumsOutOfRange(str(error))
         for i in set(positions):
-            args_list[i] = tf.nest.map_structure(
-                functools.partial(_watchable, argnums), args_list[i]
-            )
+            args_list[i] = tf.nest.map_structure(_watchable, args_list[i])
         self.args = args_list
         self._has_aux = has_aux
-        self._selected = tf.nest.map_structure(lambda i: args_list[i], argnums)
+        self._selected = tf.nest.pack_sequence_as(
+            argnums, [args_list[i] for i in positions]
+        )
         self._tape = tf.GradientTape(watch_accessed_variables=False)
 
     def __enter__(self) -> None:
@@ -246,12 +260,11 @@ class _GradCall:
     def finish(self, out: Any) -> tuple[Any, Any]:
         """Returns `(out, grads)`."""
         if self._has_aux:
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise utils.bad_type(
-                    "has_aux",
-                    "was True, so `f` must return a pair `(output, aux)`",
-                    out,
-                )
+            expected = "was True, so `f` must return a pair `(output, aux)`"
+            if not isinstance(out, (tuple, list)):
+                raise utils.bad_type("has_aux", expected, out)
+            if len(out) != 2:
+                raise utils.bad_value("has_aux", expected, out)
             value = out[0]
         else:
             value = out
@@ -265,12 +278,11 @@ def _value_and_grad(
     if not callable(f):
         raise utils.bad_type("f", "must be callable", f)
     positions = _check_argnums(argnums)
-    if not isinstance(has_aux, (bool, np.bool_)):
-        raise utils.bad_type("has_aux", "must be a bool", has_aux)
+    has_aux = checks.flag("has_aux", has_aux)
 
     # Runs inside the user's `tf.function`s, where AutoGraph converts every
     # function it calls (and so `f`): kept tiny, the work is in `_GradCall`.
-    @functools.wraps(f)
+    @utils.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         call = _GradCall(positions, argnums, has_aux, args)
         with call:
@@ -304,8 +316,9 @@ def grad(
 @_no_autograph
 def _grad(f: Callable[..., Any], argnums: Any, has_aux: bool) -> Callable[..., Any]:
     value_and_grad_f = _value_and_grad(f, argnums, has_aux)
+    has_aux = checks.flag("has_aux", has_aux)
 
-    @functools.wraps(f)
+    @utils.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         out, grads = value_and_grad_f(*args, **kwargs)
         return (grads, out[1]) if has_aux else grads

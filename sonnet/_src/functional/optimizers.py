@@ -11,6 +11,7 @@ import tensorflow as tf
 from sonnet._src import base, utils
 from sonnet._src.functional import haiku
 from sonnet._src.functional import tensor_variable as tv
+from sonnet._src.functional.tensor_variable import TensorVariable
 from sonnet._src.optimizers import adam as adam_lib
 from sonnet._src.optimizers import momentum as momentum_lib
 from sonnet._src.optimizers import rmsprop as rmsprop_lib
@@ -54,14 +55,21 @@ def _flatten(argument: str, structure: Any) -> list[Any]:
 
 
 def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
+    # Stand-ins for the parameters of the current call, made directly (not
+    # through `tf.Variable`) so that `apply` may make them too.
+    holders: list[TensorVariable] = []
+    # The initial values of the variables the optimizer creates (slots, step
+    # counters), recorded by the first eager `init`: `init` leaves them
+    # without a value, and a later `init` starts them from these again (the
+    # original's later `init`s read zeros from them).
+    initial: dict[Any, tf.Tensor] = {}
+
     # None of these run user code, so AutoGraph need not convert them when
     # they are called inside a `tf.function`.
     @tf.autograph.experimental.do_not_convert
     def step(updates: list[Any], params: list[tf.Tensor], names: list[str]) -> Any:
-        # Stand-ins for the parameters, made directly (not through
-        # `tf.Variable`) so that `apply` may make them too.
-        holders = [
-            tv.TensorVariable(p, trainable=True, name=n) for p, n in zip(params, names)
+        holders[:] = [
+            TensorVariable(p, trainable=True, name=n) for p, n in zip(params, names)
         ]
         opt.apply(updates, holders)
         return [h.tensor_value for h in holders]
@@ -72,7 +80,26 @@ def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
     def init(params: Any) -> dict[Any, tf.Tensor]:
         flat = [utils.to_tensor("params", p) for p in _flatten("params", params)]
         zeros = [tf.zeros_like(p) for p in flat]
-        _, opt_state = transformed.init(zeros, flat, _leaf_names(params))
+        for ref, value in initial.items():
+            ref.deref().initial_tensor_value = ref.deref().tensor_value = value
+        try:
+            trainable, non_trainable = transformed.init(
+                zeros, flat, _leaf_names(params)
+            )
+        finally:
+            for ref in initial:
+                ref.deref().initial_tensor_value = ref.deref().tensor_value = None
+        # Everything the optimizer read but the parameters: its own state, and
+        # hyper-parameters that are variables (e.g. a learning rate), whether
+        # trainable or not, as in the original.
+        own = {h.ref() for h in holders}
+        opt_state = {r: v for r, v in trainable.items() if r not in own}
+        opt_state.update(non_trainable)
+        for ref, value in opt_state.items():
+            created = ref.deref().tensor_value is None
+            if created and ref not in initial and not tf.is_symbolic_tensor(value):
+                initial[ref] = value
+        holders.clear()
         return opt_state
 
     @tf.autograph.experimental.do_not_convert
@@ -90,6 +117,7 @@ def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
         new_params, new_state = transformed.apply(
             {}, opt_state, flat_updates, flat_params, _leaf_names(params)
         )
+        holders.clear()
         return tf.nest.pack_sequence_as(params, new_params), new_state
 
     return TransformedOptimizer(init, apply)

@@ -18,20 +18,18 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import eager_init, utils
+from sonnet._src import checks, eager_init, utils
 
 _NO_VALUE = """TensorVariable {name!r} has no value in this context.
 
 Its value is only set while a transformed function (`init` or `apply` of
-`snt.functional.transform`/`transform_with_state`) runs. This happens when:
+`snt.functional.transform`/`transform_with_state`) runs, and `init` leaves
+the variables it created without one. So this happens when:
 
-1. a variable created inside one transformed function is read outside it, or
-   inside another transformed function that was not given its value;
+1. a variable created by `init` is read inside another transformed function
+   that was not given its value, or by a second `init` of the same code;
 2. a variable is read in plain (untransformed) code after `init` created it;
-3. `init` created it while traced (e.g. `snt.functional.jit(f.init)`), and a
-   later `init` traces or runs again: its initial value belonged to the first
-   trace. Call `init` once, or eagerly (an eager `apply` also gives it an
-   initial value again).
+3. a variable is read after `assign(None)`.
 
 Reading metadata (`shape`, `dtype`, `name`, `trainable`) is always fine. To
 use the value, run the code inside `apply` and pass the parameters and state
@@ -99,8 +97,8 @@ class TensorVariable(tf.Variable):
       shape: Optional less specific static shape for later assignments.
 
     Attributes:
-      initial_tensor_value: The value given on creation. None if that value
-        belonged to a `tf.function` trace that has ended, until an eager
+      initial_tensor_value: The value given on creation; None once the
+        `init` that created the variable has returned, until an eager
         `assign*` sets it.
       tensor_value: The current value, or None.
 
@@ -122,8 +120,7 @@ class TensorVariable(tf.Variable):
         value = utils.to_tensor("initial_value", initial_value)
         if isinstance(value, tf.Variable):
             value = tf.convert_to_tensor(value)
-        if not isinstance(trainable, (bool, np.bool_)):
-            raise utils.bad_type("trainable", "must be a bool", trainable)
+        trainable = checks.flag("trainable", trainable)
         if name is not None and not isinstance(name, str):
             raise utils.bad_type("name", "must be a string or None", name)
         static_shape = value.shape
@@ -142,7 +139,7 @@ class TensorVariable(tf.Variable):
             name = f"{name}:0"
         self.initial_tensor_value: tf.Tensor | None = value
         self.tensor_value: tf.Tensor | None = value
-        self._trainable = bool(trainable)
+        self._trainable = trainable
         self._name = name
         self._shape = static_shape
         self._dtype = value.dtype
@@ -260,11 +257,16 @@ class TensorVariable(tf.Variable):
         try:
             tensor = tf.convert_to_tensor(value, dtype=self._dtype)
         except (TypeError, ValueError) as e:
-            raise utils.bad_type(
-                argument, f"must be convertible to a {self._dtype.name} tensor", value
+            raise checks.error_like(
+                e,
+                argument,
+                f"must be convertible to a {self._dtype.name} tensor",
+                value,
             ) from e
         if not tensor.shape.is_compatible_with(self._shape):
-            raise utils.bad_value(
+            # Unlike `tf.Variable`, the original's TensorVariable took any
+            # shape; the ops that then met it failed.
+            raise checks.invalid_argument(
                 argument,
                 f"must have the variable's shape {_shape_text(self._shape)}",
                 value,
@@ -286,9 +288,15 @@ class TensorVariable(tf.Variable):
         name: str | None = None,
         read_value: bool = True,
     ) -> tf.Tensor | None:
-        """Replaces the value; returns the new value (None if `read_value=False`)."""
-        tensor = self._check("value", value)
+        """Replaces the value; returns the new value (None if `read_value=False`).
+
+        As in the original, `assign(None)` leaves the variable without a value.
+        """
+        tensor = None if value is None else self._check("value", value)
         _notify(self)
+        if tensor is None:
+            self.tensor_value = None
+            return None
         return self._write(tensor, read_value)
 
     def assign_add(

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, once
+from sonnet._src import base, once
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -59,14 +59,10 @@ class Adam(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        checks.real("learning_rate", learning_rate)
-        checks.real("beta1", beta1)
-        checks.real("beta2", beta2)
-        checks.real("epsilon", epsilon)
-        self.learning_rate = learning_rate
-        self.beta1 = beta1
-        self.beta2 = beta2
-        self.epsilon = epsilon
+        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.beta1 = opt_utils.hyper_parameter("beta1", beta1)
+        self.beta2 = opt_utils.hyper_parameter("beta2", beta2)
+        self.epsilon = opt_utils.hyper_parameter("epsilon", epsilon)
         self.step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="t")
         self.m: list[tf.Variable] = []
         self.v: list[tf.Variable] = []

@@ -51,10 +51,8 @@ class Momentum(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        checks.real("learning_rate", learning_rate)
-        checks.real("momentum", momentum)
-        self.learning_rate = learning_rate
-        self.momentum = momentum
+        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.momentum = opt_utils.hyper_parameter("momentum", momentum)
         self.use_nesterov = checks.flag("use_nesterov", use_nesterov)
         self.accumulated_momentum: list[tf.Variable] = []
 

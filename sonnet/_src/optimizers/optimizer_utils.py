@@ -22,13 +22,32 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 from sonnet._src.distribute import replicator
 
 # Dtypes for which the fused `ResourceApply*` kernels exist on every device.
 FUSED_DTYPES = frozenset({tf.float16, tf.float32, tf.float64})
 
 Update = tf.Tensor | tf.IndexedSlices | None
+
+
+# ---------------------------------------------------------------------------
+# Constructor checks.
+
+
+def hyper_parameter(argument: str, value: Any) -> Any:
+    """Checks a hyper-parameter (`checks.tf_real`); returns it as given, or a
+    one-element list as its element.
+
+    A string failed in the original's `tf.cast` (`UnimplementedError`); NaN
+    and infinities only give NaN parameters.
+    """
+    if isinstance(value, (str, bytes)):
+        raise checks.unimplemented_type(argument, "must be a real number", value)
+    checks.tf_real(argument, value)
+    if isinstance(value, (list, tuple)):
+        return value[0]
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -96,7 +115,8 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
     if update.dtype != parameter.dtype:
         raise _dtype_error(argument, update, parameter)
     if not update.shape.is_compatible_with(parameter.shape):
-        raise utils.bad_value(
+        # The original's TF op failed (`InvalidArgumentError`).
+        raise checks.invalid_argument(
             argument,
             f"must have the shape of `parameters[{index}]` "
             f"({parameter.shape.as_list()})",

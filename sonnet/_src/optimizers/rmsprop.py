@@ -60,14 +60,10 @@ class RMSProp(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        checks.real("learning_rate", learning_rate)
-        checks.real("decay", decay)
-        checks.real("momentum", momentum)
-        checks.real("epsilon", epsilon)
-        self.learning_rate = learning_rate
-        self.decay = decay
-        self.momentum = momentum
-        self.epsilon = epsilon
+        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.decay = opt_utils.hyper_parameter("decay", decay)
+        self.momentum = opt_utils.hyper_parameter("momentum", momentum)
+        self.epsilon = opt_utils.hyper_parameter("epsilon", epsilon)
         self.centered = checks.flag("centered", centered)
         self.mom: list[tf.Variable] = []
         self.ms: list[tf.Variable] = []

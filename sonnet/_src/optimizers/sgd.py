@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks
+from sonnet._src import base
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -32,8 +32,7 @@ class SGD(base.Optimizer):
 
     def __init__(self, learning_rate: Any, name: str | None = None):
         super().__init__(name=name)
-        checks.real("learning_rate", learning_rate)
-        self.learning_rate = learning_rate
+        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
 
     @tf.autograph.experimental.do_not_convert
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import abc
 import contextlib
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, utils
+from sonnet._src import base, checks, utils
 
 
 class LSTMState(NamedTuple):
@@ -88,61 +89,113 @@ class UnrolledRNN(base.Module):
 # Checks shared by the cores.
 
 
-def check_dtype_argument(dtype: Any) -> tf.DType:
-    """Validates a core's `dtype` constructor argument (a floating dtype)."""
-    try:
-        result = tf.as_dtype(dtype)
-    except (TypeError, ValueError) as e:
-        raise utils.bad_type(
-            "dtype", "must be a floating point TensorFlow dtype", dtype
-        ) from e
-    if not result.is_floating:
-        raise utils.bad_value("dtype", "must be a floating point dtype", result)
-    return result
-
-
-def check_real(argument: str, value: Any) -> float:
-    """Validates a finite real Python/NumPy number (e.g. `forget_bias`)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise utils.bad_type(argument, "must be a real number", value)
-    if not np.isfinite(value):
-        raise utils.bad_value(argument, "must be finite", value)
-    return float(value)
-
-
-def check_callable(argument: str, value: Any, allow_none: bool = True) -> None:
-    """Raises a `TypeError` unless `value` is callable (or None if allowed)."""
-    if value is None and allow_none:
-        return
+def initializer_or_default(argument: str, value: Any) -> Any:
+    """An initializer the original read as `value or default`: any false value
+    (None, 0, "") selects the default and comes back as None."""
     if not callable(value):
-        expected = "must be callable" + (" or None" if allow_none else "")
-        raise utils.bad_type(argument, expected, value)
+        try:
+            if not value:
+                return None
+        except (TypeError, ValueError):  # E.g. an array: no truth value.
+            pass
+    checks.initializer(argument, value)
+    return value
+
+
+def check_variable_dtype(dtype: tf.DType) -> None:
+    """Raises unless the core's weights can be created in `dtype`.
+
+    Any dtype is accepted by the constructor (`initial_state` works in it, as
+    in the original); creating the weights needs a floating point one.
+    """
+    if not dtype.is_floating:
+        # The original's initializers or ops failed (`ValueError` or
+        # `InvalidArgumentError`).
+        raise checks.invalid_argument(
+            "dtype",
+            "must be a floating point dtype to create the core's weights",
+            dtype,
+        )
+
+
+def check_forget_bias(value: Any, units: int) -> Any:
+    """Validates `forget_bias`: a real number or scalar tensor, or (as the
+    original's broadcasting addition allowed) one value per unit, of shape
+    `[1]` or `[units]`."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        if value.shape.rank in (0, None):
+            return checks.real("forget_bias", value)
+        per_unit = value
+        numeric = value.dtype.is_floating or value.dtype.is_integer
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        try:
+            per_unit = np.asarray(value)
+        except (TypeError, ValueError) as e:  # Ragged nested lists.
+            raise utils.bad_type("forget_bias", "must be a real number", value) from e
+        if per_unit.ndim == 0:
+            return checks.real("forget_bias", per_unit)
+        numeric = per_unit.dtype.kind in "iuf"
+    elif value is None or isinstance(value, (str, bytes)):
+        # The original's addition failed: a ValueError converting None, an
+        # InvalidArgumentError adding a string.
+        raise checks.invalid_argument_type(
+            "forget_bias", "must be a real number", value
+        )
+    else:
+        return checks.real("forget_bias", value)
+    if not numeric:
+        raise utils.bad_type("forget_bias", "must be a real number", value)
+    shape = tf.TensorShape(per_unit.shape)
+    if not (shape.is_compatible_with([1]) or shape.is_compatible_with([units])):
+        raise checks.invalid_argument(
+            "forget_bias",
+            f"must be a number or have shape [1] or [{units}] (one value per unit)",
+            value,
+        )
+    return per_unit
 
 
 def as_tensor(argument: str, value: Any) -> tf.Tensor:
-    """`value` as a tensor (tensors and variables pass through unchanged)."""
+    """`value` as a tensor (tensors and variables pass through unchanged).
+
+    Arrays and nested lists are converted. Anything else is a `TypeError`
+    that is also an `AttributeError`, the original's error when it read the
+    value's `.shape` or `.dtype`.
+    """
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return value  # type: ignore[return-value]
     if value is None or isinstance(value, (str, bytes)):
-        raise utils.bad_type(argument, "must be a tensor", value)
-    return utils.to_tensor(argument, value)
+        raise checks.lacks_attribute(argument, "must be a tensor", value)
+    try:
+        return tf.convert_to_tensor(value)
+    except (TypeError, ValueError) as e:
+        raise checks.lacks_attribute(argument, "must be a tensor", value) from e
 
 
 def check_inputs(
-    inputs: Any, dtype: tf.DType, rank: int, argument: str = "inputs"
+    inputs: Any,
+    dtype: tf.DType,
+    rank: int,
+    argument: str = "inputs",
+    exact_rank: bool = True,
 ) -> tf.Tensor:
-    """Checks a core's `inputs` tensor for `dtype` and static `rank`."""
+    """Checks a core's `inputs` tensor for `dtype` and static `rank`.
+
+    A dtype mismatch is a `TypeError` (the original's check on the first call)
+    that is also an `InvalidArgumentError` (its matmul's failure on later
+    calls). `exact_rank=False` accepts rank `rank` or more.
+    """
     inputs = as_tensor(argument, inputs)
     if inputs.dtype != dtype:
-        raise utils.bad_type(
+        raise checks.invalid_argument_type(
             argument, f"must have dtype {dtype.name}, the core's `dtype`", inputs
         )
     rank_now = inputs.shape.rank
-    if rank_now is not None and rank_now != rank:
+    if rank_now is not None and (rank_now != rank if exact_rank else rank_now < rank):
         raise utils.bad_value(
-            argument, f"must have rank {rank}", tuple(inputs.shape.as_list())
+            argument,
+            f"must have rank {rank}{'' if exact_rank else ' or more'}",
+            tuple(inputs.shape.as_list()),
         )
     return inputs
 
@@ -167,7 +220,7 @@ def check_input_size(
             )
         return size
     if size is not None and size != expected:
-        raise utils.bad_value(
+        raise checks.invalid_argument(
             argument,
             f"must have last dimension {expected}, the input size the weights "
             "were created for",
@@ -178,6 +231,8 @@ def check_input_size(
 
 def _structure_text(spec: Any) -> str:
     def text(leaf: tf.TensorSpec) -> str:
+        if leaf.shape.rank is None:
+            return "[...]"
         dims = ", ".join("B" if d is None else str(d) for d in leaf.shape.as_list())
         return f"[{dims}]"
 
@@ -192,10 +247,14 @@ def check_state(
 ) -> Any:
     """Checks a state against `spec` (a nest of `tf.TensorSpec`, batch dim None).
 
+    Every mismatch raises `InvalidArgumentError`, the original's error from
+    the TensorFlow op that received such a state (also a `ValueError`, and a
+    `TypeError` for a wrong dtype).
+
     Args:
       state: The state given by the user.
       spec: Expected structure; each leaf a `tf.TensorSpec` with shape
-        `[None, ...]` and the core's dtype.
+        `[None, ...]` (or of unknown rank) and the core's dtype.
       batch: The static batch size of the inputs (or None if unknown).
       argument: Argument name for error messages.
 
@@ -204,8 +263,11 @@ def check_state(
     """
     try:
         tf.nest.assert_same_structure(spec, state, check_types=False)
+        # A dict would pass for an `LSTMState` but flatten in another order.
+        if isinstance(state, Mapping) != isinstance(spec, Mapping):
+            raise TypeError("mapping")
     except (ValueError, TypeError) as e:
-        raise utils.bad_value(
+        raise checks.invalid_argument(
             argument,
             f"must have the structure of the core's state {_structure_text(spec)}",
             state,
@@ -213,18 +275,23 @@ def check_state(
     leaves = tf.nest.flatten(state)
     converted = []
     for leaf, leaf_spec in zip(leaves, tf.nest.flatten(spec)):
-        leaf = as_tensor(argument, leaf)
+        try:
+            leaf = as_tensor(argument, leaf)
+        except TypeError as e:
+            raise checks.invalid_argument_type(
+                argument, "must contain tensors", leaf
+            ) from e
         if leaf.dtype != leaf_spec.dtype:
-            raise utils.bad_type(
+            raise checks.invalid_argument_type(
                 argument,
                 f"must have dtype {leaf_spec.dtype.name}, the core's `dtype`",
                 leaf,
             )
         expected_shape = leaf_spec.shape
-        if batch is not None:
+        if batch is not None and expected_shape.rank is not None:
             expected_shape = tf.TensorShape([batch]).concatenate(expected_shape[1:])
         if not leaf.shape.is_compatible_with(expected_shape):
-            raise utils.bad_value(
+            raise checks.invalid_argument(
                 argument,
                 f"must have the shapes of the core's state {_structure_text(spec)} "
                 "with B the batch size of the inputs",
@@ -232,36 +299,6 @@ def check_state(
             )
         converted.append(leaf)
     return tf.nest.pack_sequence_as(state, converted)
-
-
-def check_batch_size(batch_size: Any) -> Any:
-    """Validates `initial_state`'s `batch_size`: an int or scalar int tensor."""
-    if isinstance(batch_size, (tf.Tensor, tf.Variable)):
-        if not batch_size.dtype.is_integer:
-            raise utils.bad_type(
-                "batch_size",
-                "must be an integer or a scalar integer tensor",
-                batch_size,
-            )
-        if batch_size.shape.rank not in (0, None):
-            raise utils.bad_value(
-                "batch_size", "must be a scalar", tuple(batch_size.shape.as_list())
-            )
-        static = tf.get_static_value(batch_size)
-        if static is not None:
-            return check_batch_size(int(static))
-        return tf.reshape(tf.cast(batch_size, tf.int32), [])
-    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(
-        batch_size, (int, np.integer)
-    ):
-        raise utils.bad_type(
-            "batch_size", "must be an integer or a scalar integer tensor", batch_size
-        )
-    if batch_size < 0:
-        raise utils.bad_value(
-            "batch_size", "must be a non-negative integer", batch_size
-        )
-    return int(batch_size)
 
 
 def zeros(batch_size: Any, shape: Any, dtype: tf.DType) -> tf.Tensor:

@@ -5,35 +5,38 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import numpy as np
 import tensorflow as tf
 
-from sonnet._src import conv, initializers, once, utils
+from sonnet._src import checks, conv, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 
 Initializer = Callable[[Any, Any], Any]
 
 
-def _check_input_shape(input_shape: Any, num_spatial_dims: int) -> list[int]:
-    expected = (
-        f"must be a sequence of {num_spatial_dims + 1} positive integers (the "
-        "input shape without the batch dimension)"
-    )
-    if isinstance(input_shape, (str, bytes)) or not isinstance(
-        input_shape, (Sequence, tf.TensorShape)
-    ):
-        raise utils.bad_type("input_shape", expected, input_shape)
-    if isinstance(input_shape, tf.TensorShape):
-        input_shape = input_shape.as_list()
-    dims: list[Any] = list(input_shape)
-    if len(dims) != num_spatial_dims + 1 or not all(
-        isinstance(d, (int, np.integer))
-        and not isinstance(d, (bool, np.bool_))
-        and d > 0
-        for d in dims
-    ):
-        raise utils.bad_value("input_shape", expected, input_shape)
-    return [int(d) for d in dims]
+def _check_input_shape(input_shape: Any, num_spatial_dims: int) -> tuple[int, ...]:
+    """`input_shape` (any iterable of sizes, e.g. a tuple, `tf.TensorShape` or
+    NumPy array) as a tuple of non-negative ints."""
+    try:
+        dims = list(input_shape)
+    except TypeError as e:
+        raise utils.bad_type(
+            "input_shape", "must be a sequence of integers", input_shape
+        ) from e
+    if len(dims) != num_spatial_dims + 1:
+        raise utils.bad_value(
+            "input_shape",
+            f"must have {num_spatial_dims + 1} entries (the input shape without "
+            "the batch dimension)",
+            input_shape,
+        )
+    # The original put these sizes into a `tf.zeros` shape (which truncates
+    # a float tensor); they must be known here, to size the state.
+    sizes = tuple(checks.tensor_size("input_shape", d) for d in dims)
+    if not all(isinstance(d, int) for d in sizes):
+        raise utils.bad_value(
+            "input_shape", "must have sizes known before running", input_shape
+        )
+    return sizes  # type: ignore[return-value]
 
 
 class _ConvNDLSTM(rnn_base.RNNCore):
@@ -56,8 +59,11 @@ class _ConvNDLSTM(rnn_base.RNNCore):
     Args:
       num_spatial_dims: 1, 2 or 3.
       input_shape: Shape of the inputs without the batch dimension, e.g.
-        `(H, W, C)` for 2-D channels-last; it sizes the initial state.
-      output_channels: Channels of the hidden and cell states (positive int).
+        `(H, W, C)` for 2-D channels-last; its spatial dimensions size the
+        initial state and must match the inputs' (the channels are free, as
+        in the original).
+      output_channels: Channels of the hidden and cell states (a positive
+        integer).
       kernel_shape: Kernel size of both convolutions, an int or one per
         spatial dimension.
       data_format: Channels-last (e.g. "NHWC", the default for each rank) or
@@ -66,11 +72,12 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         `stddev = 1/sqrt(prod(kernel_shape) * input_channels)`.
       w_h_init: Initializer of `W_h`. Default truncated normal with
         `stddev = 1/sqrt(prod(kernel_shape) * output_channels)`.
-      b_init: Initializer of `b` `[4 * output_channels]`. Default zeros.
+      b_init: Initializer of `b` `[4 * output_channels]`. Default zeros (also
+        for any other false value, as in the original).
       forget_bias: Added to the forget-gate quarter of the initial bias
-        (default 1.0).
+        (default 1.0; a number, scalar tensor or `[output_channels]`).
       dtype: Dtype of the variables and of the expected inputs (default
-        float32).
+        float32); creating the weights needs a floating point one.
       name: Module name.
     """
 
@@ -80,7 +87,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         input_shape: Sequence[int],
         output_channels: int,
         kernel_shape: int | Sequence[int],
-        data_format: str | None = None,
+        data_format: str,
         w_i_init: Initializer | None = None,
         w_h_init: Initializer | None = None,
         b_init: Initializer | None = None,
@@ -92,21 +99,27 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         n = conv.check_num_spatial_dims(num_spatial_dims, "convolutional LSTMs")
         self._num_spatial_dims = n
         self._input_shape = _check_input_shape(input_shape, n)
-        self._output_channels = utils.check_positive_int(
-            "output_channels", output_channels
-        )
+        output_channels = checks.size("output_channels", output_channels)
+        self._output_channels = output_channels
+        # The original read `data_format.startswith` (AttributeError for a
+        # non-string) and its convolutions refused None (TypeError).
+        if data_format is None:
+            raise utils.bad_type(
+                "data_format", "must be a string such as 'NHWC'", data_format
+            )
+        if not isinstance(data_format, str):
+            raise checks.lacks_attribute(
+                "data_format", "must be a string such as 'NHWC'", data_format
+            )
         channels_first = conv.check_data_format(data_format, n)
         self._channel_index = 1 if channels_first else -1
         self._data_format = data_format
-        for argument, value in (
-            ("w_i_init", w_i_init),
-            ("w_h_init", w_h_init),
-            ("b_init", b_init),
-        ):
-            rnn_base.check_callable(argument, value)
+        checks.initializer("w_i_init", w_i_init)
+        checks.initializer("w_h_init", w_h_init)
+        b_init = rnn_base.initializer_or_default("b_init", b_init)
         self._b_init = initializers.Zeros() if b_init is None else b_init
-        self._forget_bias = rnn_base.check_real("forget_bias", forget_bias)
-        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._forget_bias = rnn_base.check_forget_bias(forget_bias, output_channels)
+        self._dtype = checks.dtype("dtype", dtype)
         self._input_to_hidden = conv.ConvND(
             n,
             output_channels=4 * self._output_channels,
@@ -130,18 +143,23 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         state_shape = list(self._input_shape)
         # `input_shape` has no batch dimension: channels are first or last.
         state_shape[0 if channels_first else -1] = self._output_channels
-        # A tuple: a list attribute would be tracked by the checkpoint.
+        # Tuples: a list attribute would be tracked by the checkpoint.
         self._state_shape = tuple(state_shape)
         spec = rnn_base.state_spec(self._state_shape, self._dtype)
         self._state_spec = rnn_base.LSTMState(hidden=spec, cell=spec)
-        self._inputs_spec = rnn_base.state_spec(self._input_shape, self._dtype)
+        # Only the spatial dimensions of `input_shape` constrain the inputs
+        # (they size the state); the channels are those of the first call.
+        spatial = self._input_shape[1:] if channels_first else self._input_shape[:-1]
+        self._spatial_shape = tf.TensorShape(spatial)
+        self._input_channels: int | None = None
         self._bias_format: Literal["NC...", "N...C"] = (
             "NC..." if channels_first else "N...C"
         )
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
-        del inputs  # The sizes come from the constructor.
+        rnn_base.check_variable_dtype(self._dtype)
+        self._input_channels = inputs.shape[self._channel_index]
         bias = self._b_init([4 * self._output_channels], self._dtype)
         self.b = tf.Variable(
             rnn_base.add_forget_bias(bias, self._forget_bias), name="b"
@@ -163,16 +181,37 @@ class _ConvNDLSTM(rnn_base.RNNCore):
 
         Raises:
           TypeError: if `inputs` or `prev_state` has another dtype.
-          ValueError: if `inputs` does not have shape `[B, *input_shape]` or
-            `prev_state` has the wrong structure or shapes.
+          ValueError: if `inputs` has the wrong rank, spatial dimensions other
+            than `input_shape`'s or channels other than on the first call, or
+            `prev_state` has the wrong structure or shapes. All but the rank
+            error are also `tf.errors.InvalidArgumentError`s, as the
+            original's op errors.
         """
-        inputs = rnn_base.check_inputs(inputs, self._dtype, self._num_spatial_dims + 2)
-        if not inputs.shape.is_compatible_with(self._inputs_spec.shape):
-            raise utils.bad_value(
+        inputs = rnn_base.check_inputs(
+            inputs,
+            self._dtype,
+            self._num_spatial_dims + 2,
+        )
+        shape = inputs.shape
+        spatial = shape[2:] if self._channel_index == 1 else shape[1:-1]
+        if not spatial.is_compatible_with(self._spatial_shape):
+            raise checks.invalid_argument(
                 "inputs",
-                f"must have shape [B, {', '.join(map(str, self._input_shape))}] "
-                "(`input_shape` with a batch dimension)",
-                tuple(inputs.shape.as_list()),
+                f"must have the spatial shape {tuple(self._spatial_shape.as_list())} "
+                "of `input_shape`",
+                tuple(shape.as_list()),
+            )
+        channels = shape[self._channel_index]
+        if (
+            self._input_channels is not None
+            and channels is not None
+            and channels != self._input_channels
+        ):
+            raise checks.invalid_argument(
+                "inputs",
+                f"must have {self._input_channels} channels, as on the first call "
+                "(which created the weights)",
+                tuple(shape.as_list()),
             )
         hidden, cell = rnn_base.check_state(
             prev_state, self._state_spec, rnn_base.batch_dim(inputs)
@@ -190,9 +229,9 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         """Zeros: `LSTMState` of two `[B, *state_shape]` tensors.
 
         Args:
-          batch_size: An int or a scalar integer tensor.
+          batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = rnn_base.check_batch_size(batch_size)
+        batch_size = checks.tensor_size("batch_size", batch_size)
         return rnn_base.LSTMState(
             hidden=rnn_base.zeros(batch_size, self._state_shape, self._dtype),
             cell=rnn_base.zeros(batch_size, self._state_shape, self._dtype),

@@ -7,21 +7,37 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import gru, lstm
 
 
-def _check_layers(layers: Any) -> None:
-    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
-        raise utils.bad_type(
-            "layers", "must be a sequence of RNN cores and callables", layers
-        )
+def _layer_list(layers: Any, expected: str) -> Any:
+    """A sequence of layers as given (it may be a tracked list of modules);
+    another iterable read once into a list."""
+    if isinstance(layers, Sequence) and not isinstance(layers, (str, bytes)):
+        return layers
+    try:
+        return list(layers)
+    except TypeError as e:
+        raise utils.bad_type("layers", expected, layers) from e
+
+
+def _check_layers(layers: Any) -> Any:
+    """`layers` of a `DeepRNN`: RNN cores and callables (None: no layers, as
+    in the original)."""
+    if layers is None:
+        return []
+    expected = "must be a sequence of RNN cores and callables"
+    if isinstance(layers, (str, bytes)):
+        raise utils.bad_type("layers", expected, layers)
+    layers = _layer_list(layers, expected)
     for layer in layers:
         if not callable(layer):
             raise utils.bad_type(
                 "layers", "must contain only RNN cores and callables", layer
             )
+    return layers
 
 
 def _leafwise(fn: Callable[..., tf.Tensor], *structures: Any) -> Any:
@@ -43,7 +59,7 @@ def _concat(*values: Any) -> tf.Tensor:
     try:
         return tf.concat(values, axis=-1)
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
-        raise utils.bad_value(
+        raise checks.invalid_argument(
             "inputs",
             "could not be concatenated (last axis) with the layer outputs for "
             f"a skip connection ({e})",
@@ -52,15 +68,17 @@ def _concat(*values: Any) -> tf.Tensor:
 
 
 def _add(inputs: Any, outputs: Any) -> tf.Tensor:
-    # No broadcasting: a residual connection needs outputs shaped as inputs.
+    # Broadcasting, as the original's `inputs + outputs`.
     inputs = rnn_base.as_tensor("inputs", inputs)
-    if not inputs.shape.is_compatible_with(outputs.shape):
-        raise utils.bad_value(
+    try:
+        tf.broadcast_static_shape(inputs.shape, outputs.shape)
+    except ValueError as e:
+        raise checks.invalid_argument(
             "inputs",
-            f"must have the shape of the wrapped core's outputs {outputs.shape} "
+            f"must broadcast against the wrapped core's outputs {outputs.shape} "
             "for a residual connection",
             inputs.shape,
-        )
+        ) from e
     return inputs + outputs
 
 
@@ -70,7 +88,8 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
     Args:
       layers: The layers, applied in order; `snt.RNNCore`s consume and
         produce one entry of the state each, other callables map the current
-        value. Kept as given (not copied).
+        value. A sequence is kept as given (not copied), another iterable
+        is read into a list, None means no layers.
       skip_connections: If True, every layer after the first sees the
         original inputs concatenated (last axis, leaf-wise) with the previous
         layer's outputs.
@@ -87,16 +106,12 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
         name: str | None = None,
     ):
         super().__init__(name)
-        _check_layers(layers)
-        for argument, value in (
-            ("skip_connections", skip_connections),
-            ("concat_final_output_if_skip", concat_final_output_if_skip),
-        ):
-            if not isinstance(value, bool):
-                raise utils.bad_type(argument, "must be a bool", value)
+        layers = _check_layers(layers)
         self._layers = layers
-        self._skip_connections = skip_connections
-        self._concat_final_output_if_skip = concat_final_output_if_skip
+        self._skip_connections = checks.flag("skip_connections", skip_connections)
+        self._concat_final_output_if_skip = checks.flag(
+            "concat_final_output_if_skip", concat_final_output_if_skip
+        )
         self._num_cores = sum(isinstance(x, rnn_base.RNNCore) for x in layers)
 
     def __call__(self, inputs: Any, prev_state: Sequence[Any]) -> tuple[Any, Any]:
@@ -112,18 +127,26 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
           concatenated) and a tuple of the cores' next states.
 
         Raises:
-          ValueError: if `prev_state` does not have one entry per core.
+          TypeError: if `prev_state` cannot be indexed (and there are cores).
+          ValueError: if `prev_state` has fewer entries than there are cores,
+            or there are no layers to concatenate with skip connections.
         """
-        if (
-            not isinstance(prev_state, (tuple, list))
-            or len(prev_state) != self._num_cores
-        ):
-            raise utils.bad_value(
-                "prev_state",
-                f"must be a tuple of {self._num_cores} states, one per RNN core "
-                "in `layers`",
-                prev_state,
-            )
+        if self._num_cores:
+            # The original indexed `prev_state`: extra entries are ignored.
+            if not hasattr(type(prev_state), "__getitem__"):
+                raise utils.bad_type(
+                    "prev_state",
+                    f"must be a tuple of {self._num_cores} states, one per RNN "
+                    "core in `layers`",
+                    prev_state,
+                )
+            if hasattr(prev_state, "__len__") and len(prev_state) < self._num_cores:
+                raise utils.bad_value(
+                    "prev_state",
+                    f"must be a tuple of {self._num_cores} states, one per RNN "
+                    "core in `layers`",
+                    prev_state,
+                )
         current = inputs
         outputs = []
         next_states = []
@@ -138,7 +161,14 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             else:
                 current = layer(current)
             outputs.append(current)
-        if self._skip_connections and self._concat_final_output_if_skip and outputs:
+        if self._skip_connections and self._concat_final_output_if_skip:
+            if not outputs:
+                raise utils.bad_value(
+                    "layers",
+                    "must not be empty to concatenate the layers' outputs "
+                    "(`concat_final_output`)",
+                    self._layers,
+                )
             current = _leafwise(_concat, *outputs)
         return current, tuple(next_states)
 
@@ -154,8 +184,9 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
         input matmul, hand-written gradient) and feeds its output sequence to
         the next: the same outputs, states and gradients as stepping the
         stack, since no layer sees a later layer's values. Past a row's
-        sequence length a layer's outputs are zeros instead of its computed
-        outputs, which only feed the next layer's masked (discarded) steps.
+        sequence length a layer's outputs repeat its last valid outputs, as
+        the stack's do, and only feed the next layer's masked (discarded)
+        steps.
         Returns None (the caller then steps the stack) for anything else:
         skip connections, plain callables, other cores, or a subclass that
         changed the step.
@@ -201,8 +232,8 @@ class DeepRNN(_LegacyDeepRNN):
     `snt.deep_rnn_with_residual_connections` for the connected variants.
 
     Args:
-      layers: The layers, in order (kept as given, not copied; checkpoint
-        paths are `_layers/<i>/...`).
+      layers: The layers, in order (a sequence is kept as given, not copied;
+        checkpoint paths are `_layers/<i>/...`). None means no layers.
       name: Module name (default `deep_rnn`).
 
     >>> deep = snt.DeepRNN([snt.LSTM(4), tf.nn.relu, snt.GRU(2)])
@@ -215,13 +246,15 @@ class DeepRNN(_LegacyDeepRNN):
         super().__init__(layers, skip_connections=False, name=name)
 
 
-def _check_all_cores(layers: Any, factory: str) -> None:
-    _check_layers(layers)
+def _check_all_cores(layers: Any, factory: str) -> Any:
+    layers = _layer_list(layers, "must be a sequence of `snt.RNNCore`s")
     for layer in layers:
         if not isinstance(layer, rnn_base.RNNCore):
-            raise utils.bad_type(
+            # A ValueError, as the original's.
+            raise utils.bad_value(
                 "layers", f"must contain only `snt.RNNCore`s for `{factory}`", layer
             )
+    return layers
 
 
 def deep_rnn_with_skip_connections(
@@ -236,27 +269,28 @@ def deep_rnn_with_skip_connections(
 
     Args:
       layers: The `snt.RNNCore`s, in order (all must be cores).
-      concat_final_output: If True (default), the outputs are all cores'
+      concat_final_output: If true (default), the outputs are all cores'
         outputs concatenated; else only the last core's.
       name: Module name.
 
     Returns:
       An `snt.RNNCore` with a tuple state (one entry per core).
 
+    Raises:
+      ValueError: if a layer is not an `snt.RNNCore`.
+
     >>> deep = snt.deep_rnn_with_skip_connections([snt.LSTM(4), snt.LSTM(2)])
     >>> outputs, _ = deep(tf.ones([3, 5]), deep.initial_state(3))
     >>> outputs.shape
     TensorShape([3, 6])
     """
-    _check_all_cores(layers, "deep_rnn_with_skip_connections")
-    if not isinstance(concat_final_output, bool):
-        raise utils.bad_type(
-            "concat_final_output", "must be a bool", concat_final_output
-        )
+    layers = _check_all_cores(layers, "deep_rnn_with_skip_connections")
     return _LegacyDeepRNN(
         layers,
         skip_connections=True,
-        concat_final_output_if_skip=concat_final_output,
+        concat_final_output_if_skip=checks.flag(
+            "concat_final_output", concat_final_output
+        ),
         name=name,
     )
 
@@ -283,8 +317,9 @@ def deep_rnn_with_residual_connections(
 ) -> rnn_base.RNNCore:
     """A deep RNN where every core's outputs are added to its inputs.
 
-    Each core must therefore output the shape of its inputs. Checkpoint paths
-    of the cores are `_layers/<i>/_base_core/...`.
+    Each core's outputs must therefore broadcast against its inputs
+    (normally: have their shape). Checkpoint paths of the cores are
+    `_layers/<i>/_base_core/...`.
 
     Args:
       layers: The `snt.RNNCore`s, in order (all must be cores).
@@ -293,12 +328,15 @@ def deep_rnn_with_residual_connections(
     Returns:
       An `snt.RNNCore` with a tuple state (one entry per core).
 
+    Raises:
+      ValueError: if a layer is not an `snt.RNNCore`.
+
     >>> deep = snt.deep_rnn_with_residual_connections([snt.LSTM(5), snt.GRU(5)])
     >>> outputs, _ = deep(tf.ones([3, 5]), deep.initial_state(3))
     >>> outputs.shape
     TensorShape([3, 5])
     """
-    _check_all_cores(layers, "deep_rnn_with_residual_connections")
+    layers = _check_all_cores(layers, "deep_rnn_with_residual_connections")
     return _LegacyDeepRNN(
         [_ResidualWrapper(core) for core in layers],
         skip_connections=False,

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from sonnet._src import dropout as dropout_lib
-from sonnet._src import utils
+from sonnet._src import checks, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm as lstm_lib
 
@@ -75,11 +73,28 @@ class _RecurrentDropoutWrapper(rnn_base.RNNCore):
     def _sample_mask(self, rate: Any, state: Any) -> Any:
         if rate is None:
             return None
+        if isinstance(rate, (tf.Tensor, tf.Variable)):
+            rate = tf.cast(rate, state.dtype)  # E.g. an integer tensor.
         return tf.nn.dropout(tf.ones_like(state), rate=rate, seed=self._seed)
 
 
 def _apply_mask(state: Any, mask: Any) -> Any:
     return state if mask is None else state * mask
+
+
+def _check_dropout(dropout: Any) -> Any:
+    """A rate in `[0, 1)`: a number or a scalar tensor (e.g. a variable a
+    schedule assigns), whose value is checked when it is known."""
+    rate = checks.real("dropout", dropout, minimum=0.0)
+    if isinstance(rate, float):
+        value: Any = rate
+    elif isinstance(rate, tf.Variable) and tf.executing_eagerly():
+        value = rate.numpy()
+    else:
+        value = tf.get_static_value(rate)
+    if value is not None and not 0 <= value < 1:
+        raise utils.bad_value("dropout", "must be in [0, 1)", dropout)
+    return rate
 
 
 def lstm_with_recurrent_dropout(
@@ -100,8 +115,9 @@ def lstm_with_recurrent_dropout(
     Args:
       hidden_size: `snt.LSTM`'s `hidden_size`.
       dropout: Probability of dropping a hidden unit, in `[0, 1)` (default
-        0.5).
-      seed: Optional op-level seed of the mask sampling.
+        0.5): a number or a scalar tensor.
+      seed: Optional op-level seed of the mask sampling (an integer, or a
+        whole float).
       **kwargs: Other `snt.LSTM` constructor arguments.
 
     Returns:
@@ -114,11 +130,8 @@ def lstm_with_recurrent_dropout(
     >>> outputs.shape, train_lstm.trainable_variables == test_lstm.trainable_variables
     (TensorShape([2, 4]), True)
     """
-    dropout = dropout_lib.check_rate("dropout", dropout)
-    if seed is not None and (
-        isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))
-    ):
-        raise utils.bad_type("seed", "must be an integer or None", seed)
+    dropout = _check_dropout(dropout)
+    seed = checks.seed("seed", seed)
     lstm = lstm_lib.LSTM(hidden_size, **kwargs)
     rates = rnn_base.LSTMState(hidden=dropout, cell=None)
     return _RecurrentDropoutWrapper(lstm, rates, seed), lstm

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import initializers, once, utils
+from sonnet._src import checks, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import gru_sequence, lstm
 
@@ -26,15 +26,17 @@ class GRU(rnn_base.RNNCore):
     and the step returns `(h', h')`. Variables are created on the first call.
 
     Args:
-      hidden_size: Size of the hidden state (a positive int).
+      hidden_size: Size of the hidden state (a non-negative integer: Python,
+        NumPy or a scalar integer tensor).
       w_i_init: Initializer of `w_i` `[input_size, 3 * hidden]`. Default
         Glorot uniform (`VarianceScaling(1.0, "fan_avg", "uniform")`), as in
         the paper's reference setup.
       w_h_init: Initializer of `w_h` `[hidden, 3 * hidden]`. Default Glorot
         uniform.
-      b_init: Initializer of `b` `[3 * hidden]`. Default zeros.
+      b_init: Initializer of `b` `[3 * hidden]`. Default zeros. For each
+        initializer any false value (None, 0) selects the default.
       dtype: Dtype of the variables and of the expected inputs (default
-        float32).
+        float32); creating the weights needs a floating point one.
       name: Module name (default `gru`).
 
     Shapes:
@@ -58,23 +60,22 @@ class GRU(rnn_base.RNNCore):
         name: str | None = None,
     ):
         super().__init__(name)
-        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
-        for argument, value in (
-            ("w_i_init", w_i_init),
-            ("w_h_init", w_h_init),
-            ("b_init", b_init),
-        ):
-            rnn_base.check_callable(argument, value)
+        # Zero is allowed, as in the original (the state is then empty).
+        self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
+        w_i_init = rnn_base.initializer_or_default("w_i_init", w_i_init)
+        w_h_init = rnn_base.initializer_or_default("w_h_init", w_h_init)
+        b_init = rnn_base.initializer_or_default("b_init", b_init)
         glorot = initializers.VarianceScaling(mode="fan_avg", distribution="uniform")
         self._w_i_init = glorot if w_i_init is None else w_i_init
         self._w_h_init = glorot if w_h_init is None else w_h_init
         self._b_init = initializers.Zeros() if b_init is None else b_init
-        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._dtype = checks.dtype("dtype", dtype)
         self._state_spec = rnn_base.state_spec([self._hidden_size], self._dtype)
         self._input_size: int | None = None
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
+        rnn_base.check_variable_dtype(self._dtype)
         input_size = rnn_base.check_input_size(inputs, None)
         gates = 3 * self._hidden_size
         w_i = tf.Variable(self._w_i_init([input_size, gates], self._dtype), name="w_i")
@@ -101,7 +102,10 @@ class GRU(rnn_base.RNNCore):
         Raises:
           TypeError: if `inputs` or `prev_state` has another dtype.
           ValueError: if `inputs` is not rank 2 or changed its last dimension
-            since the first call, or `prev_state` has the wrong shape.
+            since the first call, or `prev_state` has the wrong structure or
+            shapes. The errors for a wrong dtype, last dimension or state are
+            also `tf.errors.InvalidArgumentError`s, as the original's op
+            errors.
         """
         inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
         prev_state = rnn_base.check_state(
@@ -146,9 +150,9 @@ class GRU(rnn_base.RNNCore):
         """Zeros of shape `[batch_size, hidden]`.
 
         Args:
-          batch_size: An int or a scalar integer tensor.
+          batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = rnn_base.check_batch_size(batch_size)
+        batch_size = checks.tensor_size("batch_size", batch_size)
         return rnn_base.zeros(batch_size, [self._hidden_size], self._dtype)
 
     @property

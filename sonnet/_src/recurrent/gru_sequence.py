@@ -153,8 +153,9 @@ def gru_sequence(
       xw: `[T, B, 3 * hidden]` input projections (gates layout `[z|r|a]`).
       initial_state: `[B, hidden]`.
       w_h: `[hidden, 3 * hidden]` recurrent weights.
-      sequence_length: Optional `[B]` integer lengths: outputs past a row's
-        length are zero and its state stays at its last valid step.
+      sequence_length: Optional `[B]` lengths: past a row's length its
+        state stays at its last valid step and its outputs repeat that
+        step's (zeros for a row of length 0).
 
     Returns:
       `(outputs [T, B, hidden], final state [B, hidden])`.
@@ -172,5 +173,8 @@ def gru_sequence(
     ]
     outputs, state = fused(*inputs)
     if mask is not None:
-        outputs = tf.where(mask, outputs, tf.zeros_like(outputs))
+        # Masked steps already hold the state (the outputs) of the last valid
+        # step; rows without a valid step get zeros instead of the initial
+        # state.
+        outputs = tf.where(mask[:1], outputs, tf.zeros_like(outputs))
     return outputs, state

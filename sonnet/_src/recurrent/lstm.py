@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import initializers, once, utils
+from sonnet._src import checks, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm_sequence
 
@@ -30,12 +30,14 @@ def lstm_weights(
     Returns the variables and the resolved `w_i`/`w_h` initializers. The
     defaults are truncated normals with `stddev = 1 / sqrt(fan_in)`.
     """
+    # Input and hidden sizes of 0 are allowed (the weights are then empty).
     if w_i_init is None:
-        # An input size of 0 is allowed (the weights are then empty).
         stddev = 1.0 / math.sqrt(max(input_size, 1))
         w_i_init = initializers.TruncatedNormal(stddev=stddev)
     if w_h_init is None:
-        w_h_init = initializers.TruncatedNormal(stddev=1.0 / math.sqrt(recurrent_size))
+        w_h_init = initializers.TruncatedNormal(
+            stddev=1.0 / math.sqrt(max(recurrent_size, 1))
+        )
     gates = 4 * hidden_size
     w_i = tf.Variable(w_i_init([input_size, gates], dtype), name="w_i")
     w_h = tf.Variable(w_h_init([recurrent_size, gates], dtype), name="w_h")
@@ -73,7 +75,8 @@ class LSTM(rnn_base.RNNCore):
     the input projection of all time steps in one matmul.
 
     Args:
-      hidden_size: Size of the cell (a positive int).
+      hidden_size: Size of the cell (a non-negative integer: Python, NumPy or
+        a scalar integer tensor).
       projection_size: Optional size of a linear projection of the hidden
         output (Sak et al., 2014); the projected hidden is both the output and
         the recurrent input. Default None: no projection.
@@ -84,12 +87,14 @@ class LSTM(rnn_base.RNNCore):
         variance).
       w_h_init: Initializer of `w_h` `[projection or hidden, 4 * hidden]`.
         Default truncated normal with `stddev = 1/sqrt(projection or hidden)`.
-      b_init: Initializer of `b` `[4 * hidden]`. Default zeros.
+      b_init: Initializer of `b` `[4 * hidden]`. Default zeros. For `w_i_init`,
+        `w_h_init` and `b_init` any false value (None, 0) selects the default.
       forget_bias: Added to the forget-gate quarter of the initial bias
         (default 1.0, so the cell remembers by default early in training;
-        Gers et al., 2000).
+        Gers et al., 2000): a number, a scalar tensor, or one value per unit
+        (shape `[hidden]`).
       dtype: Dtype of the variables and of the expected inputs (default
-        float32).
+        float32); creating the weights needs a floating point one.
       name: Module name (default `lstm`).
 
     Shapes:
@@ -117,32 +122,27 @@ class LSTM(rnn_base.RNNCore):
         name: str | None = None,
     ):
         super().__init__(name)
-        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
-        if projection_size is not None:
-            projection_size = utils.check_positive_int(
-                "projection_size", projection_size
-            )
-        for argument, value in (
-            ("projection_init", projection_init),
-            ("w_i_init", w_i_init),
-            ("w_h_init", w_h_init),
-            ("b_init", b_init),
-        ):
-            rnn_base.check_callable(argument, value)
+        # Zero is allowed, as in the original (the state is then empty).
+        self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
+        projection_size = checks.optional_size("projection_size", projection_size)
         if projection_init is not None and projection_size is None:
             raise utils.bad_value(
                 "projection_init",
                 "must be None when `projection_size` is None (there is no projection)",
                 projection_init,
             )
+        checks.initializer("projection_init", projection_init)
+        w_i_init = rnn_base.initializer_or_default("w_i_init", w_i_init)
+        w_h_init = rnn_base.initializer_or_default("w_h_init", w_h_init)
+        b_init = rnn_base.initializer_or_default("b_init", b_init)
         self._projection_size = projection_size
         self._eff_hidden_size = projection_size or self._hidden_size
         self._projection_init = projection_init
         self._w_i_init = w_i_init
         self._w_h_init = w_h_init
         self._b_init = initializers.Zeros() if b_init is None else b_init
-        self._forget_bias = rnn_base.check_real("forget_bias", forget_bias)
-        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._forget_bias = rnn_base.check_forget_bias(forget_bias, self._hidden_size)
+        self._dtype = checks.dtype("dtype", dtype)
         self._state_spec = rnn_base.LSTMState(
             hidden=rnn_base.state_spec([self._eff_hidden_size], self._dtype),
             cell=rnn_base.state_spec([self._hidden_size], self._dtype),
@@ -152,6 +152,7 @@ class LSTM(rnn_base.RNNCore):
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
+        rnn_base.check_variable_dtype(self._dtype)
         input_size = rnn_base.check_input_size(inputs, None)
         w_i, w_h, b, self._w_i_init, self._w_h_init = lstm_weights(
             input_size,
@@ -167,7 +168,7 @@ class LSTM(rnn_base.RNNCore):
         if self._projection_size is not None:
             if self._projection_init is None:
                 self._projection_init = initializers.TruncatedNormal(
-                    stddev=1.0 / math.sqrt(self._hidden_size)
+                    stddev=1.0 / math.sqrt(max(self._hidden_size, 1))
                 )
             projection = tf.Variable(
                 self._projection_init(
@@ -198,7 +199,9 @@ class LSTM(rnn_base.RNNCore):
           TypeError: if `inputs` or `prev_state` has another dtype.
           ValueError: if `inputs` is not rank 2 or changed its last dimension
             since the first call, or `prev_state` has the wrong structure or
-            shapes.
+            shapes. The errors for a wrong dtype, last dimension or state are
+            also `tf.errors.InvalidArgumentError`s, as the original's op
+            errors.
         """
         inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
         hidden, cell = rnn_base.check_state(
@@ -219,10 +222,10 @@ class LSTM(rnn_base.RNNCore):
         """Zeros: `LSTMState([B, projection or hidden], [B, hidden])`.
 
         Args:
-          batch_size: An int or a scalar integer tensor (e.g.
-            `tf.shape(x)[0]`).
+          batch_size: An int or a scalar tensor, e.g. `tf.shape(x)[0]` (a
+            float one is truncated).
         """
-        batch_size = rnn_base.check_batch_size(batch_size)
+        batch_size = checks.tensor_size("batch_size", batch_size)
         return rnn_base.LSTMState(
             hidden=rnn_base.zeros(batch_size, [self._eff_hidden_size], self._dtype),
             cell=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),

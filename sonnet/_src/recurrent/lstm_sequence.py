@@ -69,8 +69,7 @@ def _make_fused(split: bool, projected: bool, masked: bool) -> Callable[..., Any
     per-gate matmuls (see `split_gates`). The returned function takes
     `(xw, h0, c0, w_h)`, then the `[hidden, projection]` output projection if
     `projected`, then a `[T, B, 1]` bool mask if `masked` (where it is False
-    the step keeps the previous state; the outputs are then that state and
-    callers zero them).
+    the step keeps the previous state, which is then also its output).
     """
 
     @tf.custom_gradient
@@ -255,8 +254,9 @@ def lstm_sequence(
       initial_state: `LSTMState` of `[B, hidden or projection]`/`[B, hidden]`.
       w_h: `[hidden or projection, 4 * hidden]` recurrent weights.
       projection: Optional `[hidden, projection]` output projection.
-      sequence_length: Optional `[B]` integer lengths: outputs past a row's
-        length are zero and its state stays at its last valid step.
+      sequence_length: Optional `[B]` lengths: past a row's length its
+        state stays at its last valid step and its outputs repeat that
+        step's (zeros for a row of length 0).
 
     Returns:
       `(outputs [T, B, hidden or projection], final LSTMState)`.
@@ -274,7 +274,10 @@ def lstm_sequence(
     fused = (_FUSED_EAGER if tf.executing_eagerly() else _FUSED)[key]
     outputs, h, c = fused(*inputs)
     if mask is not None:
-        outputs = tf.where(mask, outputs, tf.zeros_like(outputs))
+        # Masked steps already hold the state (the outputs) of the last valid
+        # step; rows without a valid step get zeros instead of the initial
+        # state.
+        outputs = tf.where(mask[:1], outputs, tf.zeros_like(outputs))
     return outputs, rnn_base.LSTMState(hidden=h, cell=c)
 
 

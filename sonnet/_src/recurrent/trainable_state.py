@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, utils
-from sonnet._src.recurrent import base as rnn_base
+from sonnet._src import base, checks, eager_init, utils
 
 
 def _paths(structure: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -30,6 +29,39 @@ def _paths(structure: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]
     for key, value in items:
         result.extend(_paths(value, (*prefix, str(key))))
     return result
+
+
+def _as_initial_value(leaf: Any) -> Any:
+    """A leaf of `initial_values` as a tensor (variables pass through)."""
+    if isinstance(leaf, (tf.Tensor, tf.Variable)):
+        return leaf
+    if leaf is None:
+        raise utils.bad_value("initial_values", "must contain tensors, not None", leaf)
+    try:
+        return tf.convert_to_tensor(leaf)
+    except (TypeError, ValueError) as e:
+        raise utils.bad_value(
+            "initial_values", "must contain values convertible to tensors", leaf
+        ) from e
+
+
+def _with_batch_dimension(value: Any) -> Any:
+    """`value` with a leading dimension of 1; a NumPy array when its value is
+    known while tracing (so the variable can be created outside the graph)."""
+    if tf.is_symbolic_tensor(value):
+        known = tf.get_static_value(value)
+        if known is not None:
+            return np.expand_dims(known, 0)
+    return tf.expand_dims(value, 0)
+
+
+def _without_batch_dimension(value: Any) -> Any:
+    """`value[0]` of a `[1, ...]` state, as `_with_batch_dimension`."""
+    if tf.is_symbolic_tensor(value):
+        known = tf.get_static_value(value)
+        if known is not None:
+            return np.squeeze(known, axis=0)
+    return tf.squeeze(value, axis=0)
 
 
 class _Structure:
@@ -53,9 +85,12 @@ class TrainableState(base.Module):
 
     Args:
       initial_values: A nest of tensors without batch dimension, e.g.
-        `LSTMState(hidden=tf.zeros([4]), cell=tf.zeros([4]))`.
-      mask: Optional nest of Python bools with the structure of
-        `initial_values`: which leaves are trainable (default: all).
+        `LSTMState(hidden=tf.zeros([4]), cell=tf.zeros([4]))` (or of values
+        convertible to tensors; an empty nest gives a module without
+        variables, whose call returns the empty nest).
+      mask: Optional nest of flags (bools, or None for trainable) with the
+        structure of `initial_values`: which leaves are trainable (default:
+        all).
       name: Module name (default `trainable_state`).
 
     >>> core = snt.LSTM(4)
@@ -67,17 +102,7 @@ class TrainableState(base.Module):
 
     def __init__(self, initial_values: Any, mask: Any = None, name: str | None = None):
         super().__init__(name=name)
-        leaves = tf.nest.flatten(initial_values)
-        if not leaves:
-            raise utils.bad_value(
-                "initial_values", "must contain at least one tensor", initial_values
-            )
-        values = [rnn_base.as_tensor("initial_values", leaf) for leaf in leaves]
-        for value in values:
-            if value.dtype in (tf.string, tf.variant, tf.resource):
-                raise utils.bad_type(
-                    "initial_values", "must contain numeric tensors", value
-                )
+        values = [_as_initial_value(leaf) for leaf in tf.nest.flatten(initial_values)]
         if mask is None:
             flags = [True] * len(values)
         else:
@@ -87,20 +112,23 @@ class TrainableState(base.Module):
                 raise utils.bad_value(
                     "mask", "must have the structure of `initial_values`", mask
                 ) from e
-            flags = tf.nest.flatten(mask)
-            for flag in flags:
-                if not isinstance(flag, (bool, np.bool_)):
-                    raise utils.bad_type("mask", "must contain only bools", mask)
-            flags = [bool(f) for f in flags]
+            # None is `tf.Variable`'s default: trainable.
+            flags = [
+                True if flag is None else checks.flag("mask", flag)
+                for flag in tf.nest.flatten(mask)
+            ]
         variables = []
-        for path, value, trainable in zip(_paths(initial_values), values, flags):
-            variables.append(
-                tf.Variable(
-                    tf.expand_dims(value, 0),
-                    trainable=trainable,
-                    name="/".join(path) if path else "state",
+        # Built inside a `tf.function` (e.g. by `for_core`), constant initial
+        # values make variables outside the graph, as other modules' do.
+        with eager_init.variables_created_eagerly():
+            for path, value, trainable in zip(_paths(initial_values), values, flags):
+                variables.append(
+                    tf.Variable(
+                        _with_batch_dimension(value),
+                        trainable=trainable,
+                        name="/".join(path) if path else "state",
+                    )
                 )
-            )
         self._structure = _Structure(initial_values)
         self._template = self._structure.pack(variables)
 
@@ -124,7 +152,7 @@ class TrainableState(base.Module):
                 "core", "must have an `initial_state(batch_size)` method", core
             )
         values = tf.nest.map_structure(
-            lambda s: tf.squeeze(s, axis=0), initial_state(batch_size=1)
+            _without_batch_dimension, initial_state(batch_size=1)
         )
         return cls(values, mask=mask, name=name)
 
@@ -133,12 +161,12 @@ class TrainableState(base.Module):
         """The state tiled to `batch_size` rows.
 
         Args:
-          batch_size: An int or a scalar integer tensor.
+          batch_size: An int or a scalar tensor (a float one is truncated).
 
         Returns:
           The structure of `initial_values` with `[batch_size, ...]` tensors.
         """
-        batch_size = rnn_base.check_batch_size(batch_size)
+        batch_size = checks.tensor_size("batch_size", batch_size)
         leaves = [
             tf.tile(v, [batch_size] + [1] * (v.shape.rank - 1))
             for v in tf.nest.flatten(self._template)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from sonnet._src import utils
+from sonnet._src import checks, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm_sequence
 
@@ -31,6 +30,13 @@ def _check_input_sequence(
         raise utils.bad_value(
             "input_sequence", "must contain at least one tensor", input_sequence
         )
+    for leaf in leaves:
+        # The original read `leaf.shape`: Python numbers, strings and None
+        # failed there.
+        if not hasattr(leaf, "shape"):
+            raise checks.lacks_attribute(
+                "input_sequence", "must contain tensors `[T, ...]`", leaf
+            )
     tensors = [rnn_base.as_tensor("input_sequence", leaf) for leaf in leaves]
     lengths = set()
     for tensor in tensors:
@@ -66,34 +72,61 @@ def _check_input_sequence(
 def _check_sequence_length(
     sequence_length: Any, tensors: list[tf.Tensor]
 ) -> tf.Tensor | None:
+    """`[B]` lengths as an int32/int64 or floating point tensor (a scalar is
+    one length for every row, as the original's comparison broadcast it)."""
     if sequence_length is None:
         return None
     lengths = rnn_base.as_tensor("sequence_length", sequence_length)
-    if not lengths.dtype.is_integer:
+    dtype = lengths.dtype
+    if not (dtype.is_integer or dtype.is_floating):
         raise utils.bad_type(
             "sequence_length", "must be an integer tensor of shape [B]", lengths
         )
-    if lengths.dtype not in (tf.int32, tf.int64):
+    if dtype.is_integer and dtype not in (tf.int32, tf.int64):
         lengths = tf.cast(lengths, tf.int64)
-    if lengths.shape.rank not in (1, None):
-        raise utils.bad_value(
+    if lengths.shape.rank not in (0, 1, None):
+        raise checks.invalid_argument(
             "sequence_length", "must have shape [B] (rank 1)", lengths
         )
-    for tensor in tensors:
-        shape = tensor.shape
-        if shape.rank is not None and shape.rank >= 2:
-            if not lengths.shape.is_compatible_with(shape[1:2]):
-                raise utils.bad_value(
-                    "sequence_length",
-                    f"must have one length per batch entry ({shape[1]}, the "
-                    "second dimension of `input_sequence`)",
-                    lengths,
-                )
+    batched = [t for t in tensors if t.shape.rank is not None and t.shape.rank >= 2]
+    for tensor in batched:
+        if lengths.shape.rank == 1 and not lengths.shape.is_compatible_with(
+            tensor.shape[1:2]
+        ):
+            raise checks.invalid_argument(
+                "sequence_length",
+                f"must have one length per batch entry ({tensor.shape[1]}, the "
+                "second dimension of `input_sequence`)",
+                lengths,
+            )
+    if lengths.shape.rank == 0:
+        batch = batched[0].shape[1] if batched else 1
+        if batch is None:
+            batch = tf.shape(batched[0])[1]
+        lengths = tf.broadcast_to(lengths, tf.reshape(batch, [1]))
     return lengths
 
 
-def _check_parallel_iterations(parallel_iterations: Any) -> int:
-    return utils.check_positive_int("parallel_iterations", parallel_iterations)
+def _loop_options(parallel_iterations: Any, swap_memory: Any) -> tuple[Any, Any]:
+    """`tf.while_loop` options of a traced unroll.
+
+    Eagerly the original ran a Python loop, which ignored both; traced, the
+    loop checks `parallel_iterations` as `tf.while_loop` does (a `TypeError`
+    unless it is >= 1). `swap_memory` is passed on as given.
+    """
+    if tf.executing_eagerly():
+        return 1, False
+    try:
+        positive = bool(parallel_iterations >= 1)
+    except (TypeError, ValueError) as e:
+        raise utils.bad_type(
+            "parallel_iterations", "must be a positive integer", parallel_iterations
+        ) from e
+    if not positive:
+        raise utils.bad_type(
+            "parallel_iterations", "must be a positive integer", parallel_iterations
+        )
+    return parallel_iterations, swap_memory
 
 
 def _check_same_structure(initial_state: Any, state: Any) -> None:
@@ -137,26 +170,35 @@ def _select(alive: tf.Tensor, new: Any, old: Any) -> Any:
     return tf.nest.pack_sequence_as(new, selected)
 
 
-def _zero_finished(alive: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
-    """Zeros `[T, B, ...]` outputs where `alive` (`[T, B]`) is False."""
+def _hold_finished(valid_steps: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
+    """`[T, B, ...]` outputs that, past row b's last valid step
+    (`valid_steps[b] - 1`), repeat that step's outputs; zeros for a row
+    without valid steps. Outputs of rank < 2 (no batch) are kept."""
     rank = outputs.shape.rank
     if rank is not None and rank < 2:
         return outputs
+    shape = tf.shape(outputs)
+    steps, batch = shape[0], shape[1]
+    counts = tf.broadcast_to(valid_steps, [batch])
+    source = tf.maximum(tf.minimum(tf.range(steps)[:, None], counts[None, :] - 1), 0)
+    rows = tf.broadcast_to(tf.range(batch)[None, :], [steps, batch])
+    held = tf.gather_nd(outputs, tf.stack([source, rows], axis=-1))
     if rank is None:
-        shape = tf.concat(
-            [tf.shape(alive), tf.ones([tf.rank(outputs) - 2], tf.int32)], 0
+        keep_shape = tf.concat(
+            [[1, batch], tf.ones([tf.rank(outputs) - 2], tf.int32)], 0
         )
     else:
-        shape = [-1, tf.shape(alive)[1]] + [1] * (rank - 2)
-    keep = tf.reshape(alive, shape)
-    return tf.where(keep, outputs, tf.zeros_like(outputs))
+        keep_shape = [1, -1] + [1] * (rank - 2)
+    keep = tf.reshape(counts > 0, keep_shape)
+    return tf.where(keep, held, tf.zeros_like(held))
 
 
 def _stack_outputs(
     structure: Any, columns: list[tf.Tensor], alive: tf.Tensor | None
 ) -> Any:
     if alive is not None:
-        columns = [_zero_finished(alive, c) for c in columns]
+        valid_steps = tf.reduce_sum(tf.cast(alive, tf.int32), axis=0)
+        columns = [_hold_finished(valid_steps, c) for c in columns]
     return tf.nest.pack_sequence_as(structure, columns)
 
 
@@ -179,23 +221,25 @@ def static_unroll(
         the same statically known `T >= 1`.
       initial_state: The state before the first step, e.g.
         `core.initial_state(B)`.
-      sequence_length: Optional `[B]` integer tensor. Past a row's length its
-        outputs are zero and its state is carried through unchanged, so the
-        final state is the state after the row's last valid step (the
-        initial state for length 0). Scalar state leaves are never masked.
-        (The original Sonnet repeated the last valid output instead of
-        writing zeros.)
+      sequence_length: Optional `[B]` tensor of lengths (integer or float;
+        a scalar applies to every row). Past a row's length its outputs
+        repeat those of its last valid step (zeros for a row of length 0, so
+        the last time step holds each row's final outputs) and its state is
+        carried through unchanged, so the final state is the state after the
+        row's last valid step (the initial state for length 0). Scalar
+        output and state leaves are never masked.
 
     Returns:
       `(output_sequence, final_state)`: the step outputs stacked along a new
       leading time axis, and the state after the last step.
 
     Raises:
-      TypeError: if `core` is not callable or `sequence_length` is not an
-        integer tensor.
+      TypeError: if `core` is not callable or `sequence_length` is not a
+        real tensor.
       ValueError: if `input_sequence` is empty, has inconsistent, zero or
         statically unknown `T`, or `initial_state` does not match the state
-        structure the core returns.
+        structure the core returns. `InvalidArgumentError` (also a
+        `ValueError`) if `sequence_length` does not have shape `[B]`.
 
     >>> core = snt.LSTM(4)
     >>> outputs, state = snt.static_unroll(
@@ -265,24 +309,25 @@ def dynamic_unroll(
       input_sequence: A nest of time-major tensors `[T, B, ...]` with the same
         `T >= 1` (static or dynamic).
       initial_state: The state before the first step.
-      sequence_length: Optional `[B]` integer tensor. Past a row's length its
-        outputs are zero and its state is carried through unchanged, so the
-        final state is the state after the row's last valid step (the
-        initial state for length 0). Scalar state leaves are never masked.
-        (The original Sonnet repeated the last valid output instead of
-        writing zeros.)
-      parallel_iterations: Positive int passed to `tf.while_loop` (default 1:
-        steps of a recurrence depend on each other anyway).
-      swap_memory: Passed to `tf.while_loop`: swap loop tensors to host
-        memory (default False).
+      sequence_length: Optional `[B]` tensor of lengths (integer or float;
+        a scalar applies to every row). Past a row's length its outputs
+        repeat those of its last valid step (zeros for a row of length 0, so
+        the last time step holds each row's final outputs) and its state is
+        carried through unchanged, so the final state is the state after the
+        row's last valid step (the initial state for length 0). Scalar
+        output and state leaves are never masked.
+      parallel_iterations: Passed to `tf.while_loop` when traced, which needs
+        it >= 1 (default 1: steps of a recurrence depend on each other
+        anyway). Ignored eagerly, as by the original.
+      swap_memory: Passed to `tf.while_loop` when traced (default False).
+        Ignored eagerly, as by the original.
 
     Returns:
       `(output_sequence, final_state)` as `snt.static_unroll`.
 
     Raises:
-      TypeError: if `core` is not callable, `sequence_length` is not an
-        integer tensor or `parallel_iterations`/`swap_memory` have the wrong
-        type.
+      TypeError: if `core` is not callable, `sequence_length` is not a real
+        tensor, or (when traced) `parallel_iterations` is not >= 1.
       ValueError: as `snt.static_unroll`, except that an unknown `T` is fine.
 
     >>> core = snt.GRU(4)
@@ -294,9 +339,7 @@ def dynamic_unroll(
     _check_core(core)
     tensors, steps = _check_input_sequence(input_sequence, static=False)
     lengths = _check_sequence_length(sequence_length, tensors)
-    parallel_iterations = _check_parallel_iterations(parallel_iterations)
-    if not isinstance(swap_memory, (bool, np.bool_)):
-        raise utils.bad_type("swap_memory", "must be a bool", swap_memory)
+    parallel_iterations, swap_memory = _loop_options(parallel_iterations, swap_memory)
     unroll = getattr(core, "_unroll_sequence", None)
     if unroll is not None and not tf.nest.is_nested(input_sequence):
         result = unroll(tensors[0], initial_state, lengths)

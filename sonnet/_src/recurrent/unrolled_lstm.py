@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import initializers, once, utils
+from sonnet._src import checks, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm as lstm_lib
 from sonnet._src.recurrent import lstm_sequence
@@ -22,7 +22,8 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
     XLA (`jit_compile=True`).
 
     Args:
-      hidden_size: Size of the cell and of the outputs (a positive int).
+      hidden_size: Size of the cell and of the outputs (a non-negative
+        integer: Python, NumPy or a scalar integer tensor).
       w_i_init: Initializer of `w_i` `[input_size, 4 * hidden]`. Default
         truncated normal with `stddev = 1/sqrt(input_size)`.
       w_h_init: Initializer of `w_h` `[hidden, 4 * hidden]`. Default
@@ -30,9 +31,9 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
       b_init: Initializer of `b` `[4 * hidden]` (gates `[i|f|g|o]`). Default
         zeros.
       forget_bias: Added to the forget-gate quarter of the initial bias
-        (default 1.0, as `snt.LSTM`).
+        (default 1.0, as `snt.LSTM`; a number, scalar tensor or `[hidden]`).
       dtype: Dtype of the variables and of the expected inputs (default
-        float32).
+        float32); creating the weights needs a floating point one.
       name: Module name (default `unrolled_lstm`).
 
     Shapes:
@@ -56,24 +57,23 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         name: str | None = None,
     ):
         super().__init__(name)
-        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
-        for argument, value in (
-            ("w_i_init", w_i_init),
-            ("w_h_init", w_h_init),
-            ("b_init", b_init),
-        ):
-            rnn_base.check_callable(argument, value)
+        # Zero is allowed, as in the original (the state is then empty).
+        self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
+        w_i_init = rnn_base.initializer_or_default("w_i_init", w_i_init)
+        w_h_init = rnn_base.initializer_or_default("w_h_init", w_h_init)
+        b_init = rnn_base.initializer_or_default("b_init", b_init)
         self._w_i_init = w_i_init
         self._w_h_init = w_h_init
         self._b_init = initializers.Zeros() if b_init is None else b_init
-        self._forget_bias = rnn_base.check_real("forget_bias", forget_bias)
-        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._forget_bias = rnn_base.check_forget_bias(forget_bias, self._hidden_size)
+        self._dtype = checks.dtype("dtype", dtype)
         spec = rnn_base.state_spec([self._hidden_size], self._dtype)
         self._state_spec = rnn_base.LSTMState(hidden=spec, cell=spec)
         self._input_size: int | None = None
 
     @once.once
     def _initialize(self, input_sequence: tf.Tensor) -> None:
+        rnn_base.check_variable_dtype(self._dtype)
         input_size = rnn_base.check_input_size(input_sequence, None, "input_sequence")
         w_i, w_h, b, self._w_i_init, self._w_h_init = lstm_lib.lstm_weights(
             input_size,
@@ -103,15 +103,20 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
 
         Raises:
           TypeError: if `input_sequence` or `initial_state` has another dtype.
-          ValueError: if `input_sequence` is not rank 3 or changed its last
-            dimension since the first call, or `initial_state` has the wrong
-            structure or shapes.
+          ValueError: if `input_sequence` is not rank 3, has no time steps or
+            changed its last dimension since the first call, or
+            `initial_state` has the wrong structure or shapes. All but the
+            rank error are also `tf.errors.InvalidArgumentError`s, as the
+            original's op errors.
         """
         input_sequence = rnn_base.check_inputs(
-            input_sequence, self._dtype, 3, "input_sequence"
+            input_sequence,
+            self._dtype,
+            3,
+            "input_sequence",
         )
         if input_sequence.shape[0] == 0:
-            raise utils.bad_value(
+            raise checks.invalid_argument(
                 "input_sequence", "must have at least one time step", input_sequence
             )
         initial_state = rnn_base.check_state(
@@ -132,9 +137,9 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         """Zeros: `LSTMState([B, hidden], [B, hidden])`.
 
         Args:
-          batch_size: An int or a scalar integer tensor.
+          batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = rnn_base.check_batch_size(batch_size)
+        batch_size = checks.tensor_size("batch_size", batch_size)
         return rnn_base.LSTMState(
             hidden=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),
             cell=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import initializers, linear, once, utils
+from sonnet._src import checks, initializers, linear, once, utils
 from sonnet._src.recurrent import base as rnn_base
 
 Initializer = Callable[[Any, Any], Any]
@@ -22,14 +22,16 @@ class VanillaRNN(rnn_base.RNNCore):
     call.
 
     Args:
-      hidden_size: Size of the hidden state (a positive int).
+      hidden_size: Size of the hidden state (a positive integer: Python,
+        NumPy or a scalar integer tensor).
       activation: Elementwise nonlinearity (default `tf.tanh`).
       w_i_init: Initializer of `W_i` `[input_size, hidden]`. Default
         None: `snt.Linear`'s truncated normal, `stddev = 1/sqrt(input_size)`.
       w_h_init: Initializer of `W_h` `[hidden, hidden]`. Default None:
         truncated normal with `stddev = 1/sqrt(hidden)`.
       b_init: Initializer of `b` `[hidden]`. Default zeros.
-      dtype: Dtype of the state and of the expected inputs (default float32).
+      dtype: Dtype of the state and of the expected inputs (default float32);
+        creating the weights needs a floating point one.
       name: Module name (default `vanilla_rnn`).
 
     Shapes:
@@ -57,17 +59,15 @@ class VanillaRNN(rnn_base.RNNCore):
         name: str | None = None,
     ):
         super().__init__(name)
-        self._hidden_size = utils.check_positive_int("hidden_size", hidden_size)
-        rnn_base.check_callable("activation", activation, allow_none=False)
-        for argument, value in (
-            ("w_i_init", w_i_init),
-            ("w_h_init", w_h_init),
-            ("b_init", b_init),
-        ):
-            rnn_base.check_callable(argument, value)
+        self._hidden_size = checks.size("hidden_size", hidden_size)
+        if not callable(activation):
+            raise utils.bad_type("activation", "must be callable", activation)
+        checks.initializer("w_i_init", w_i_init)
+        checks.initializer("w_h_init", w_h_init)
+        b_init = rnn_base.initializer_or_default("b_init", b_init)
         self._activation = activation
         self._b_init = initializers.Zeros() if b_init is None else b_init
-        self._dtype = rnn_base.check_dtype_argument(dtype)
+        self._dtype = checks.dtype("dtype", dtype)
         self._input_to_hidden = linear.Linear(
             self._hidden_size, with_bias=False, w_init=w_i_init, name="input_to_hidden"
         )
@@ -75,10 +75,15 @@ class VanillaRNN(rnn_base.RNNCore):
             self._hidden_size, with_bias=False, w_init=w_h_init, name="hidden_to_hidden"
         )
         self._state_spec = rnn_base.state_spec([self._hidden_size], self._dtype)
+        # Inputs of rank > 2 (as `snt.Linear` takes) meet a state that
+        # broadcasts against them.
+        unknown_rank = tf.TensorShape(None)  # type: ignore[arg-type]
+        self._broadcast_state_spec = tf.TensorSpec(unknown_rank, self._dtype)
         self._input_size: int | None = None
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
+        rnn_base.check_variable_dtype(self._dtype)
         input_size = rnn_base.check_input_size(inputs, None)
         self._b = tf.Variable(self._b_init([self._hidden_size], self._dtype), name="b")
         self._input_size = input_size
@@ -90,7 +95,9 @@ class VanillaRNN(rnn_base.RNNCore):
         """One step.
 
         Args:
-          inputs: `[B, input_size]` tensor of the core's dtype.
+          inputs: `[B, input_size]` tensor of the core's dtype (or of higher
+            rank `[..., input_size]`, as `snt.Linear` takes, with a state that
+            broadcasts against `[..., hidden]`).
           prev_state: `[B, hidden]` tensor.
 
         Returns:
@@ -98,13 +105,20 @@ class VanillaRNN(rnn_base.RNNCore):
 
         Raises:
           TypeError: if `inputs` or `prev_state` has another dtype.
-          ValueError: if `inputs` is not rank 2 or changed its last dimension
-            since the first call, or `prev_state` has the wrong shape.
+          ValueError: if `inputs` has rank < 2, changed its last dimension
+            since the first call, or `prev_state` has the wrong shape. The
+            errors for a wrong dtype, last dimension or state are also
+            `tf.errors.InvalidArgumentError`s, as the original's op errors.
         """
-        inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
-        prev_state = rnn_base.check_state(
-            prev_state, self._state_spec, rnn_base.batch_dim(inputs)
-        )
+        inputs = rnn_base.check_inputs(inputs, self._dtype, 2, exact_rank=False)
+        if inputs.shape.rank == 2:
+            prev_state = rnn_base.check_state(
+                prev_state, self._state_spec, rnn_base.batch_dim(inputs)
+            )
+        else:
+            prev_state = rnn_base.check_state(
+                prev_state, self._broadcast_state_spec, None
+            )
         rnn_base.check_input_size(inputs, self._input_size)
         self._initialize(inputs)
         outputs = self._activation(
@@ -117,9 +131,9 @@ class VanillaRNN(rnn_base.RNNCore):
         """Zeros of shape `[batch_size, hidden]`.
 
         Args:
-          batch_size: An int or a scalar integer tensor.
+          batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = rnn_base.check_batch_size(batch_size)
+        batch_size = checks.tensor_size("batch_size", batch_size)
         return rnn_base.zeros(batch_size, [self._hidden_size], self._dtype)
 
     @property

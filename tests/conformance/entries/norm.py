@@ -45,6 +45,42 @@ def _base_kwargs() -> dict[str, Any]:
 
 _BN = {"create_scale": True, "create_offset": True, "decay_rate": 0.9}
 
+
+class _LastBatch(snt.Metric):
+    """A user's metric that starts from the value `initialize` is given and
+    holds the last update (like the original's tests' metric).
+
+    `snt.BaseBatchNorm` initializes it with the first batch's moments, so
+    inference on the first call normalizes with them.
+    """
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name=name)
+        self.last: tf.Variable | None = None
+
+    @snt.once
+    def initialize(self, value: tf.Tensor) -> None:
+        # Zeros (a constant, created outside any trace), then the value.
+        self.last = tf.Variable(tf.zeros_like(value), trainable=False, name="last")
+        self.last.assign(value)
+
+    def update(self, value: tf.Tensor) -> None:
+        assert self.last is not None
+        self.last.assign(value)
+
+    @property
+    def value(self) -> tf.Tensor:
+        assert self.last is not None
+        return tf.convert_to_tensor(self.last)
+
+    def reset(self) -> None:
+        pass
+
+
+def _user_metrics() -> snt.BaseBatchNorm:
+    return snt.BaseBatchNorm(True, True, _LastBatch("mean"), _LastBatch("variance"))
+
+
 CASES = [
     # Rank-4 channels-last: the fused kernel.
     _case("BatchNorm-train", snt.BatchNorm, _BN, _images, _train),
@@ -82,6 +118,13 @@ CASES = [
         inputs=_images,
         call=_train,
         ctor_kwargs=_base_kwargs(),
+    ),
+    Case(
+        id="BaseBatchNorm-user-metrics-eval",
+        cls=snt.BaseBatchNorm,
+        factory=_user_metrics,
+        inputs=_images,
+        call=_eval,
     ),
     _case(
         "LayerNorm",
