@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import tensorflow as tf
 
@@ -251,7 +251,8 @@ class LayerNorm(NormParams, base.Module):
             scale = self.scale
         if offset is None:
             offset = self.offset
-        mean, variance = tf.nn.moments(inputs, self._axis, keepdims=True)
+        axis = cast(tuple, self._axis)  # Resolved by the first call.
+        mean, variance = tf.nn.moments(inputs, axis, keepdims=True)
         return tf.nn.batch_normalization(
             inputs,
             mean,
