@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sonnet as snt
-from sonnet._src import batch_norm as bn_lib
 from tests.conformance import bad_input
 
 EPS = 1e-5
@@ -675,12 +674,6 @@ def test_rank_one_inputs():
     np.testing.assert_allclose(
         bn(x, is_training=False), (x - mean) / np.sqrt(var + EPS), rtol=1e-4
     )
-
-
-def test_check_flag_accepts_zero_and_one():
-    # Kept for `snt.nets.ResNet`.
-    assert bn_lib.check_flag("create_scale", 1) is True
-    assert bn_lib.check_flag("create_scale", np.bool_(False)) is False
 
 
 # Bad input fuzzing ----------------------------------------------------------------

@@ -157,8 +157,8 @@ def test_constructor_errors(kwargs, error, match):
 
 def test_call_errors():
     net = snt.nets.Cifar10ConvNet(output_channels=(2,), strides=(1,))
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
-        net(tf.ones([1, 4, 4, 3]), is_training=None)
+    with pytest.raises(TypeError, match="`is_training` must be a bool"):
+        net(tf.ones([1, 4, 4, 3]), is_training="no")
     net(tf.ones([1, 4, 4, 3]), is_training=True)
     before = bad_input.snapshot(net)
     with pytest.raises(ValueError, match="`inputs`"):

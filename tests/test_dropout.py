@@ -154,10 +154,26 @@ def test_constructor_and_call_junk(kwargs):
             assert y.shape == x.shape
 
 
-@pytest.mark.parametrize("is_training", [None, 1, "yes", tf.constant(1.0)])
-def test_bad_is_training(is_training):
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
-        snt.Dropout(0.5)(tf.ones([2]), is_training)
+def test_bad_is_training():
+    with pytest.raises(TypeError, match="`is_training` must be a bool"):
+        snt.Dropout(0.5)(tf.ones([2]), "yes")
+
+
+@pytest.mark.parametrize(
+    "is_training, training",
+    [
+        (None, False),
+        (0, False),
+        (1, True),
+        (np.bool_(True), True),
+        (tf.constant(1.0), True),
+    ],
+)
+def test_is_training_by_truth_value(is_training, training):
+    # The original tested `if not is_training:`.
+    x = tf.ones([1000])
+    y = snt.Dropout(0.5)(x, is_training)
+    assert bool((y.numpy() == 0).any()) == training
 
 
 def test_integer_inputs_in_training():

@@ -236,7 +236,9 @@ def test_leaky_clip_spellings_forward_and_gradient(t, lo, hi):
     dy = tf.constant([1.0, 1.0, -1.0, 1.0], x.dtype)
     y, g = _grad(lambda v: snt.leaky_clip_by_value(v, lo, hi), x, dy)
     assert y.dtype == x.dtype and g.dtype == x.dtype and y.shape == (4,)
-    np.testing.assert_allclose(np.asarray(y, np.float64), [-1.0, 0.2, 1.0, 1.0], rtol=1e-3)
+    np.testing.assert_allclose(
+        np.asarray(y, np.float64), [-1.0, 0.2, 1.0, 1.0], rtol=1e-3
+    )
     # Zeroed where descent would push further out: below with dy > 0, above
     # with dy < 0.
     np.testing.assert_array_equal(np.asarray(g, np.float64), [0.0, 1.0, 0.0, 1.0])

@@ -164,7 +164,7 @@ def test_is_training_rules():
         snt.nets.MLP([2])(tf.ones([1, 2]), is_training=True)
     with pytest.raises(ValueError, match="`is_training` must be None unless"):
         snt.nets.MLP([2], dropout_rate=0)(tf.ones([1, 2]), is_training=False)
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
+    with pytest.raises(TypeError, match="`is_training` must be a bool"):
         snt.nets.MLP([2], dropout_rate=0.5)(tf.ones([1, 2]), is_training="yes")
 
 

@@ -360,7 +360,7 @@ def test_block_group_constructor_errors():
 
 def test_call_errors():
     net = snt.nets.ResNet([1, 1, 1, 1], 2, channels_per_group_list=(4, 4, 4, 4))
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
+    with pytest.raises(TypeError, match="`is_training` must be a bool"):
         net(tf.ones([1, 8, 8, 3]), is_training="no")
     net(tf.ones([1, 8, 8, 3]), is_training=True)
     before = bad_input.snapshot(net)

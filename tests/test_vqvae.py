@@ -260,7 +260,7 @@ def test_call_errors(cls):
         vq(tf.constant(1.0), is_training=True)
     with pytest.raises(TypeError, match=r"embeddings' dtype \(float32\)"):
         vq(tf.ones([2, 3], tf.float64), is_training=True)
-    with pytest.raises(TypeError, match="`is_training` must be a Python bool"):
+    with pytest.raises(TypeError, match="`is_training` must be a bool"):
         vq(tf.ones([2, 3]), is_training="yes")
     bad_input.assert_unchanged(vq, before)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, metrics, moving_averages, utils
@@ -14,15 +13,6 @@ from sonnet._src.once import once
 # float} but needs float32 scale/offset/statistics, which our variables only
 # are for float32 inputs).
 _FUSED_DTYPES = (tf.float32,)
-
-
-def check_flag(argument: str, value: Any) -> bool:
-    """Checks a constructor flag (a bool, or 0/1); used by `snt.nets.ResNet`."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return bool(value)
-    raise utils.bad_type(argument, "must be a bool", value)
 
 
 def _check_eps(eps: Any) -> Any:

@@ -127,7 +127,7 @@ class Dropout(base.Module):
             point (in training).
           ValueError: if `noise_shape` does not broadcast to the shape of `x`.
         """
-        training = utils.mode_flag("is_training", is_training)
+        training = checks.mode_flag("is_training", is_training)
         if training is False:
             return x
         if training is True:

@@ -88,7 +88,8 @@ def create(
       kernel: Kernel size, or a sequence of 1 or `n` sizes.
       rate: Dilation rate, or a sequence of 1 or `n` rates.
       n: Number of spatial dimensions.
-      channel_index: 1 for channels-first inputs, -1 for channels-last.
+      channel_index: 1 for channels-first inputs, -1 (or `n + 1`) for
+        channels-last ones.
 
     Returns:
       A list of `n + 2` `[before, after]` pairs: `[0, 0]` for the batch and

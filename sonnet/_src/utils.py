@@ -223,28 +223,6 @@ class CompareById:
         return isinstance(other, CompareById) and other.wrapped is self.wrapped
 
 
-def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:
-    """Checks a mode flag such as `is_training`.
-
-    Returns a Python bool, unless `value` is a boolean tensor seen while
-    tracing (then the scalar tensor itself is returned so callers can
-    `tf.cond` on it). Eager boolean tensors are read into Python bools.
-    """
-    if value is True or value is False:
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if (
-        isinstance(value, (tf.Tensor, tf.Variable))
-        and value.dtype == tf.bool
-        and value.shape.rank in (0, None)
-    ):
-        if tf.executing_eagerly():
-            return bool(value.numpy())
-        return value  # type: ignore[return-value]
-    raise bad_type(argument, "must be a Python bool or a scalar boolean tensor", value)
-
-
 def no_autograph(f: Callable[..., T]) -> Callable[..., T]:
     """Marks library code that AutoGraph should call as is, never convert.
 

@@ -115,8 +115,8 @@ class Cifar10ConvNet(base.Module):
           output of every layer, then the pooled features: a list of
           `num_layers + 1` tensors).
         """
-        is_training = utils.mode_flag("is_training", is_training)
-        test_local_stats = utils.mode_flag("test_local_stats", test_local_stats)
+        is_training = checks.mode_flag("is_training", is_training)
+        test_local_stats = checks.mode_flag("test_local_stats", test_local_stats)
         activations = []
         net = inputs
         for conv_module, bn in zip(self._conv_modules, self._bn_modules):

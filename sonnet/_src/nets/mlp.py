@@ -139,7 +139,7 @@ class MLP(base.Module):
                     "must be given (True or False) when the MLP uses dropout",
                     is_training,
                 )
-            training = utils.mode_flag("is_training", is_training)
+            training = checks.mode_flag("is_training", is_training)
         elif is_training is not None:
             raise utils.bad_value(
                 "is_training",

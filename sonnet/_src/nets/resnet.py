@@ -141,7 +141,7 @@ class BottleNeckBlockV1(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Maps `[B, H, W, C]` inputs to `[B, H', W', channels]` outputs."""
-        is_training = utils.mode_flag("is_training", is_training)
+        is_training = checks.mode_flag("is_training", is_training)
         inputs = utils.to_tensor("inputs", inputs)
         if not self._use_projection:
             _check_identity_shortcut(self, inputs)
@@ -206,7 +206,7 @@ class BottleNeckBlockV2(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Maps `[B, H, W, C]` inputs to `[B, H', W', channels]` outputs."""
-        is_training = utils.mode_flag("is_training", is_training)
+        is_training = checks.mode_flag("is_training", is_training)
         # The batch norm comes first and accepts any rank: check here so a bad
         # first call cannot build it for the wrong rank.
         inputs = utils.to_tensor("inputs", inputs)
@@ -272,7 +272,7 @@ class BlockGroup(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Applies the blocks in order."""
-        is_training = utils.mode_flag("is_training", is_training)
+        is_training = checks.mode_flag("is_training", is_training)
         net = inputs
         for block in self._blocks:
             net = block(net, is_training=is_training)
@@ -381,7 +381,7 @@ class ResNet(base.Module):
     @utils.no_autograph
     def __call__(self, inputs: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
         """Computes logits `[B, num_classes]` for images `inputs` `[B, H, W, C]`."""
-        is_training = utils.mode_flag("is_training", is_training)
+        is_training = checks.mode_flag("is_training", is_training)
         net = self._initial_conv(inputs)
         if not self._resnet_v2:
             net = tf.nn.relu(self._initial_batchnorm(net, is_training=is_training))

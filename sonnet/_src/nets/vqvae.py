@@ -153,7 +153,7 @@ class VectorQuantizer(_Quantizer):
           number of input vectors), `encoding_indices` (inputs' shape without
           the last dim, int64) and `distances` (`[N, K]`).
         """
-        utils.mode_flag("is_training", is_training)
+        checks.mode_flag("is_training", is_training)
         inputs = self._check_inputs(inputs)
         _, distances, encodings, indices, quantized = self._quantize_flat(inputs)
         e_latent_loss = tf.reduce_mean(tf.square(tf.stop_gradient(quantized) - inputs))
@@ -237,7 +237,7 @@ class VectorQuantizerEMA(_Quantizer):
           The dict described in `snt.nets.VectorQuantizer.__call__`; `loss` is
           `commitment_cost * mean((sg(quantized) - inputs)**2)`.
         """
-        training = utils.mode_flag("is_training", is_training)
+        training = checks.mode_flag("is_training", is_training)
         inputs = self._check_inputs(inputs)
         flat_inputs, distances, encodings, indices, quantized = self._quantize_flat(
             inputs

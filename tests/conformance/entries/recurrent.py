@@ -185,6 +185,13 @@ CASES = [
         call=lambda m: m(2),
     ),
     Case(
+        # The original's own conformance tests call it with a float scalar.
+        id="TrainableState-float_batch",
+        cls=snt.TrainableState,
+        factory=lambda: snt.TrainableState(tf.zeros([1])),
+        inputs=lambda: (tf.constant(2.0),),
+    ),
+    Case(
         id="TrainableState-nested-tensor_batch",
         cls=snt.TrainableState,
         factory=lambda: snt.TrainableState(
