@@ -387,17 +387,6 @@ def test_empty_batch():
         ({"padding": "same"}, TypeError, "`padding` must be 'SAME' or 'VALID'"),
         ({"padding": snt.pad.causal}, TypeError, "`padding` must be 'SAME' or"),
         ({"padding": None}, TypeError, "`padding` must be 'SAME' or 'VALID'"),
-        ({"output_shape": [4]}, ValueError, "`output_shape` must have length 2"),
-        ({"output_shape": [4, 4, 4]}, ValueError, "`output_shape` must have length"),
-        ({"output_shape": 4}, TypeError, "`output_shape` must be None or a sequence"),
-        ({"output_shape": "ab"}, TypeError, "`output_shape` must be None or a seq"),
-        ({"output_shape": [0, 3]}, ValueError, "`output_shape` must be a positive"),
-        ({"output_shape": [2.5, 3]}, TypeError, "`output_shape` must be an integer"),
-        (
-            {"output_shape": tf.TensorShape([None, 3])},
-            ValueError,
-            "`output_shape` must be fully defined",
-        ),
         ({"output_channels": -1}, ValueError, "`output_channels` must be a positive"),
         ({"kernel_shape": [2, 2, 2]}, TypeError, "`kernel_shape` must be a scalar"),
         ({"stride": 0}, ValueError, "`stride` must be a positive"),
@@ -577,9 +566,31 @@ def test_malformed_stride(kwargs: dict[str, Any]):
     assert isinstance(info.value, ValueError)
 
 
+@pytest.mark.parametrize(
+    "output_shape,error,match",
+    [
+        ([4], ValueError, "`output_shape` must have length 2"),
+        ([4, 4, 4], ValueError, "`output_shape` must have length"),
+        (4, TypeError, "`output_shape` must be None or a sequence"),
+        ("ab", TypeError, "`output_shape` must be None or a seq"),
+        ([0, 3], ValueError, "`output_shape` must be a positive"),
+        ([2.5, 3], TypeError, "`output_shape` must be an integer"),
+        (tf.TensorShape([None, 3]), ValueError, "`output_shape` must be fully defined"),
+    ],
+)
+def test_bad_output_shape_fails_on_the_first_call(output_shape, error, match):
+    # As in the original: construction keeps it, the first call checks it.
+    module = snt.Conv2DTranspose(2, 3, output_shape=output_shape)
+    with pytest.raises(error, match=match) as info:
+        module(tf.ones([1, 4, 4, 1]))
+    bad_input.check_error(info.value, ["output_shape"])
+    assert not hasattr(module, "w")
+
+
 def test_output_shape_string():
+    module = snt.Conv2DTranspose(2, 3, output_shape="x")
     with pytest.raises(ValueError, match="`output_shape` must be None or") as info:
-        snt.Conv2DTranspose(2, 3, output_shape="x")
+        module(tf.ones([1, 4, 4, 1]))
     assert isinstance(info.value, TypeError)
 
 

@@ -151,7 +151,8 @@ class ConvNDTranspose(base.Module):
         self._kernel = conv.check_sizes(
             "kernel_shape", kernel_shape, n, invalid=checks.internal
         )
-        self._fixed_spatial = _check_output_shape(output_shape, n)
+        # As in the original, `output_shape` is checked by the first call.
+        self._output_shape_argument = output_shape
         self._output_shape = output_shape
         self._stride = stride
         self._strides = conv.check_sizes("stride", stride, n)
@@ -168,16 +169,6 @@ class ConvNDTranspose(base.Module):
             )
         self._padding = padding
         self._channels_first = conv.check_data_format(data_format, n)
-        # (axis, spatial dim, size) the inputs must have for `output_shape`.
-        self._expected_inputs = ()
-        if self._fixed_spatial is not None:
-            first_axis = 2 if self._channels_first else 1
-            self._expected_inputs = tuple(
-                (first_axis + d, d, _input_size(size, s, k, r, padding))
-                for d, (size, s, k, r) in enumerate(
-                    zip(self._fixed_spatial, self._strides, self._kernel, self._rates)
-                )
-            )
         self._channel_index = 1 if self._channels_first else -1
         self._data_format = data_format
         self._with_bias = checks.flag("with_bias", with_bias)
@@ -189,6 +180,17 @@ class ConvNDTranspose(base.Module):
     def _initialize(self, inputs: tf.Tensor) -> None:
         """Creates `w` (and `b`) and fixes the op arguments from the first input."""
         n = self._num_spatial_dims
+        self._fixed_spatial = _check_output_shape(self._output_shape_argument, n)
+        # (axis, spatial dim, size) the inputs must have for `output_shape`.
+        self._expected_inputs = ()
+        if self._fixed_spatial is not None:
+            first_axis = 2 if self._channels_first else 1
+            self._expected_inputs = tuple(
+                (first_axis + d, d, _input_size(size, s, k, r, self._padding))
+                for d, (size, s, k, r) in enumerate(
+                    zip(self._fixed_spatial, self._strides, self._kernel, self._rates)
+                )
+            )
         self.input_channels = conv.check_build_inputs(
             inputs, n + 2, self._channel_index
         )
