@@ -259,6 +259,14 @@ def _forget_bias_core(kind, forget_bias):
     return core
 
 
+def test_forget_bias_errors():
+    for value in ([[1.0], [1.0, 2.0]], ["a", "b", "c"], tf.constant(["a"] * 3)):
+        with pytest.raises(TypeError, match="`forget_bias` must be a real number"):
+            snt.LSTM(3, forget_bias=value)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[1\] or \[3\]"):
+        snt.LSTM(3, forget_bias=tf.zeros([2]))
+
+
 def test_forget_bias_errors_have_the_original_classes():
     # None: the original's conversion ValueError; a string: its addition's
     # InvalidArgumentError. Both are also TypeErrors.
@@ -365,6 +373,20 @@ def test_vanilla_rnn_takes_higher_rank_inputs():
     assert out.shape == [5, B, 2]
     out, _ = snt.dynamic_unroll(core, tf.ones([4, 5, B, D]), tf.zeros([5, B, 2]))
     assert out.shape == [4, 5, B, 2]
+    # A state that does not broadcast: the original's addition failed.
+    for state in (tf.zeros([4, B, 2]), tf.zeros([5, B, 3]), tf.zeros([])):
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"`prev_state` must have shape \[\.\.\., 2\]",
+        ):
+            core(tf.ones([5, B, D]), state)
+
+
+def test_state_leaves_must_be_tensors():
+    core = snt.LSTM(3)
+    for error in (TypeError, tf.errors.InvalidArgumentError):
+        with pytest.raises(error, match="`prev_state` must contain tensors"):
+            core(tf.ones([B, D]), (None, "x"))
 
 
 def test_lstm_state_as_tuple_but_not_dict():

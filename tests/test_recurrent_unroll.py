@@ -624,7 +624,7 @@ def test_unroll_errors(unroll):
         unroll(core, (xs, tf.ones([T + 1, B, D])), state)
     with pytest.raises(ValueError, match="at least one time step"):
         unroll(core, tf.ones([0, B, D]), state)
-    with pytest.raises(TypeError, match="`input_sequence` must be a tensor"):
+    with pytest.raises(TypeError, match="`input_sequence` must contain tensors"):
         unroll(core, "abc", state)
     with pytest.raises(TypeError, match="`sequence_length` must be an integer"):
         unroll(core, xs, state, sequence_length=tf.ones([B], tf.bool))

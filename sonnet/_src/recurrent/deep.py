@@ -140,7 +140,11 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
                     "core in `layers`",
                     prev_state,
                 )
-            if hasattr(prev_state, "__len__") and len(prev_state) < self._num_cores:
+            try:
+                entries = len(prev_state)
+            except TypeError:  # E.g. a symbolic tensor of unknown length.
+                entries = self._num_cores
+            if entries < self._num_cores:
                 raise utils.bad_value(
                     "prev_state",
                     f"must be a tuple of {self._num_cores} states, one per RNN "
@@ -172,6 +176,7 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             current = _leafwise(_concat, *outputs)
         return current, tuple(next_states)
 
+    @utils.no_autograph
     def _unroll_sequence(
         self,
         input_sequence: tf.Tensor,

@@ -14,6 +14,9 @@ from sonnet._src.recurrent import lstm_sequence
 Core = Callable[[Any, Any], tuple[Any, Any]]
 
 
+# The helpers below have no tensor-dependent Python control flow: AutoGraph
+# calls them as they are (converting them only slowed tracing down).
+@utils.no_autograph
 def _check_core(core: Any) -> None:
     if not callable(core):
         raise utils.bad_type(
@@ -21,6 +24,7 @@ def _check_core(core: Any) -> None:
         )
 
 
+@utils.no_autograph
 def _check_input_sequence(
     input_sequence: Any, static: bool
 ) -> tuple[list[tf.Tensor], int | None]:
@@ -69,6 +73,7 @@ def _check_input_sequence(
     return tensors, steps
 
 
+@utils.no_autograph
 def _check_sequence_length(
     sequence_length: Any, tensors: list[tf.Tensor]
 ) -> tf.Tensor | None:
@@ -80,7 +85,9 @@ def _check_sequence_length(
     dtype = lengths.dtype
     if not (dtype.is_integer or dtype.is_floating):
         raise utils.bad_type(
-            "sequence_length", "must be an integer tensor of shape [B]", lengths
+            "sequence_length",
+            "must be an integer (or float) tensor of shape [B]",
+            lengths,
         )
     if dtype.is_integer and dtype not in (tf.int32, tf.int64):
         lengths = tf.cast(lengths, tf.int64)
@@ -107,6 +114,7 @@ def _check_sequence_length(
     return lengths
 
 
+@utils.no_autograph
 def _loop_options(parallel_iterations: Any, swap_memory: Any) -> tuple[Any, Any]:
     """`tf.while_loop` options of a traced unroll.
 
@@ -129,6 +137,7 @@ def _loop_options(parallel_iterations: Any, swap_memory: Any) -> tuple[Any, Any]
     return parallel_iterations, swap_memory
 
 
+@utils.no_autograph
 def _check_same_structure(initial_state: Any, state: Any) -> None:
     try:
         tf.nest.assert_same_structure(initial_state, state, check_types=False)
@@ -141,10 +150,12 @@ def _check_same_structure(initial_state: Any, state: Any) -> None:
         ) from e
 
 
+@utils.no_autograph
 def _describe_structure(structure: Any) -> str:
     return repr(tf.nest.map_structure(lambda _: "*", structure)).replace("'", "")
 
 
+@utils.no_autograph
 def _select(alive: tf.Tensor, new: Any, old: Any) -> Any:
     """Per batch row: `new` where `alive` else `old` (scalars always `new`)."""
 
@@ -170,6 +181,7 @@ def _select(alive: tf.Tensor, new: Any, old: Any) -> Any:
     return tf.nest.pack_sequence_as(new, selected)
 
 
+@utils.no_autograph
 def _hold_finished(valid_steps: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
     """`[T, B, ...]` outputs that, past row b's last valid step
     (`valid_steps[b] - 1`), repeat that step's outputs; zeros for a row
@@ -193,6 +205,7 @@ def _hold_finished(valid_steps: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
     return tf.where(keep, held, tf.zeros_like(held))
 
 
+@utils.no_autograph
 def _stack_outputs(
     structure: Any, columns: list[tf.Tensor], alive: tf.Tensor | None
 ) -> Any:

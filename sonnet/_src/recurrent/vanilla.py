@@ -13,6 +13,26 @@ from sonnet._src.recurrent import base as rnn_base
 Initializer = Callable[[Any, Any], Any]
 
 
+def _check_broadcast_state(inputs: tf.Tensor, state: tf.Tensor, hidden: int) -> None:
+    """A state for inputs of rank > 2: `[..., hidden]`, broadcasting against
+    `[..., hidden]` shaped as the inputs."""
+    outputs = inputs.shape[:-1].concatenate([hidden])
+    try:
+        if state.shape.rank is not None:
+            if state.shape.rank < 1 or not state.shape[-1:].is_compatible_with(
+                [hidden]
+            ):
+                raise ValueError("hidden size")
+        tf.broadcast_static_shape(outputs, state.shape)
+    except ValueError as e:
+        raise checks.invalid_argument(
+            "prev_state",
+            f"must have shape [..., {hidden}] broadcasting against the outputs "
+            f"{outputs}",
+            state.shape,
+        ) from e
+
+
 class VanillaRNN(rnn_base.RNNCore):
     """Basic recurrent core: `h' = activation(inputs @ W_i + h @ W_h + b)`.
 
@@ -119,6 +139,7 @@ class VanillaRNN(rnn_base.RNNCore):
             prev_state = rnn_base.check_state(
                 prev_state, self._broadcast_state_spec, None
             )
+            _check_broadcast_state(inputs, prev_state, self._hidden_size)
         rnn_base.check_input_size(inputs, self._input_size)
         self._initialize(inputs)
         outputs = self._activation(
