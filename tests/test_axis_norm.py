@@ -319,3 +319,11 @@ def test_bad_inputs(kind, dtype):
 def test_empty_channels_rejected():
     with pytest.raises(ValueError, match="non-zero number of channels"):
         snt.LayerNorm(-1, True, True)(tf.zeros([2, 0]))
+
+
+def test_integer_tensor_eps_is_refused():
+    # The original's op failed adding it to the float variance.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`eps` must be") as info:
+        snt.LayerNorm(-1, True, True, eps=tf.constant(1))
+    assert isinstance(info.value, TypeError)
+    assert snt.LayerNorm(-1, True, True, eps=tf.constant(1e-3))(tf.ones([2, 3])).shape

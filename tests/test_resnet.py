@@ -420,3 +420,11 @@ def test_v1_block_rejects_scale_init():
     )
     block(tf.ones([1, 4, 4, 3]), is_training=True)
     np.testing.assert_array_equal(block._bn_2.scale.numpy(), 1.0)
+
+
+def test_zero_channel_inputs_build_nothing():
+    block = resnet.BottleNeckBlockV2(8, 1, True, {})
+    with pytest.raises(tf.errors.InvalidArgumentError, match="at least one channel"):
+        block(tf.ones([2, 4, 4, 0]), is_training=True)
+    assert not hasattr(block._bn_0, "scale")  # Nothing was built.
+    assert block(tf.ones([2, 4, 4, 3]), is_training=True).shape == [2, 4, 4, 8]

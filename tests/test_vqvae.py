@@ -359,3 +359,10 @@ def test_wrong_inputs_are_invalid_argument_errors(cls):
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         vq(tf.ones([2, 4], tf.float64), is_training=False)
     assert isinstance(info.value, TypeError)
+
+
+def test_integer_tensor_hyper_parameters_are_refused():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`commitment_cost`"):
+        snt.nets.VectorQuantizer(2, 3, tf.constant(1))
+    with pytest.raises(TypeError, match="`decay` must be a number or a float"):
+        snt.nets.VectorQuantizerEMA(2, 3, 0.25, decay=tf.constant(0))

@@ -68,7 +68,7 @@ class NormParams:
     ) -> None:
         self._create_scale = checks.flag("create_scale", create_scale)
         self._create_offset = checks.flag("create_offset", create_offset)
-        self._eps = checks.real("eps", eps, minimum=0)
+        self._eps = checks.real("eps", eps, minimum=0, float_tensor=True)
         checks.initializer("scale_init", scale_init)
         checks.initializer("offset_init", offset_init)
         checks.unused_initializer(

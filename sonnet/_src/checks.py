@@ -260,12 +260,15 @@ def real(
     minimum: float | None = None,
     maximum: float | None = None,
     allow_tensor: bool = True,
+    float_tensor: bool = False,
 ) -> Any:
     """A real number: Python/NumPy numbers, 0-d arrays, or a scalar tensor.
 
     Numbers come back as Python floats, checked against `[minimum, maximum]`;
     scalar tensors and variables (e.g. a hyper-parameter a schedule assigns)
-    come back unchanged, since their value may change.
+    come back unchanged, since their value may change. With `float_tensor`,
+    a tensor must be floating point: it meets float tensors in TF ops, which
+    failed on an integer one in the original (`InvalidArgumentError`).
     """
     if isinstance(value, (tf.Tensor, tf.Variable)):
         dtype = value.dtype
@@ -275,6 +278,10 @@ def real(
             or not (dtype.is_floating or dtype.is_integer)
         ):
             raise bad_type(argument, "must be a real number", value)
+        if float_tensor and not dtype.is_floating:
+            raise invalid_argument_type(
+                argument, "must be a number or a float tensor", value
+            )
         if value.shape.rank not in (0, None):
             raise bad_value(argument, "must be a scalar", value)
         return value

@@ -40,16 +40,6 @@ def bad_type(argument: str, expected: str, received: Any) -> TypeError:
     )
 
 
-def check_positive_int(argument: str, value: Any, allow_zero: bool = False) -> int:
-    """Returns `value` as an int, raising if it is not a (positive) integer."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise bad_type(argument, "must be an integer", value)
-    if value < 0 or (value == 0 and not allow_zero):
-        kind = "non-negative" if allow_zero else "positive"
-        raise bad_value(argument, f"must be a {kind} integer", value)
-    return int(value)
-
-
 def replicate(element: T | Sequence[T], num_times: int, name: str) -> tuple[T, ...]:
     """Repeats a scalar `num_times`, or checks a sequence has that length.
 

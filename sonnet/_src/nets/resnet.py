@@ -211,6 +211,10 @@ class BottleNeckBlockV2(base.Module):
         # first call cannot build it for the wrong rank.
         inputs = utils.to_tensor("inputs", inputs)
         utils.assert_rank(inputs, 4)
+        if inputs.shape[-1] == 0:  # The convolutions would fail after it.
+            raise checks.invalid_argument(
+                "inputs", "must have at least one channel", inputs
+            )
         if not self._use_projection:
             _check_identity_shortcut(self, inputs)
         # Not stored as a list attribute: that would add checkpoint paths.

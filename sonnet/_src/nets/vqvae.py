@@ -130,7 +130,9 @@ class VectorQuantizer(_Quantizer):
         super().__init__(name=name)
         self.embedding_dim = checks.size("embedding_dim", embedding_dim)
         self.num_embeddings = checks.size("num_embeddings", num_embeddings)
-        self.commitment_cost = checks.real("commitment_cost", commitment_cost)
+        self.commitment_cost = checks.real(
+            "commitment_cost", commitment_cost, float_tensor=True
+        )
         dtype = checks.dtype("dtype", dtype, floating=True)
         initializer = initializers.VarianceScaling(distribution="uniform")
         self.embeddings = tf.Variable(
@@ -205,9 +207,13 @@ class VectorQuantizerEMA(_Quantizer):
         self.embedding_dim = checks.size("embedding_dim", embedding_dim)
         self.num_embeddings = checks.size("num_embeddings", num_embeddings)
         # The original's moving averages refused a decay outside [0, 1].
-        self.decay = checks.real("decay", decay, minimum=0, maximum=1)
-        self.commitment_cost = checks.real("commitment_cost", commitment_cost)
-        self.epsilon = checks.real("epsilon", epsilon)
+        self.decay = checks.real(
+            "decay", decay, minimum=0, maximum=1, float_tensor=True
+        )
+        self.commitment_cost = checks.real(
+            "commitment_cost", commitment_cost, float_tensor=True
+        )
+        self.epsilon = checks.real("epsilon", epsilon, float_tensor=True)
         dtype = checks.dtype("dtype", dtype, floating=True)
         initializer = initializers.VarianceScaling(distribution="uniform")
         self.embeddings = tf.Variable(
