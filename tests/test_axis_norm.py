@@ -158,7 +158,9 @@ def test_instance_norm_is_a_layer_norm():
             "`offset_init` must be None when `create_offset=False`",
         ),
         ({"scale_init": 1.0}, TypeError, "`scale_init` must be a callable"),
-        ({"eps": -1}, ValueError, "`eps`"),
+        ({"eps": None}, ValueError, "`eps` must be a number"),
+        ({"eps": "x"}, tf.errors.InvalidArgumentError, "`eps` must be a number"),
+        ({"eps": float("nan")}, ValueError, "`eps` must be finite"),
         ({"data_format": "XYZ"}, ValueError, "`data_format`"),
         ({"create_scale": "yes"}, TypeError, "`create_scale` must be a bool"),
     ],
@@ -327,3 +329,29 @@ def test_integer_tensor_eps_is_refused():
         snt.LayerNorm(-1, True, True, eps=tf.constant(1))
     assert isinstance(info.value, TypeError)
     assert snt.LayerNorm(-1, True, True, eps=tf.constant(1e-3))(tf.ones([2, 3])).shape
+
+
+def test_negative_eps_accepted_as_the_original():
+    x = tf.constant([[1.0, 3.0]])
+    np.testing.assert_allclose(
+        snt.LayerNorm(-1, False, False, eps=-0.5)(x),
+        [[-np.sqrt(2), np.sqrt(2)]],
+        rtol=1e-5,
+    )
+
+
+@pytest.mark.parametrize("inputs", [None, "x"])
+def test_non_tensor_inputs_are_attribute_errors(inputs):
+    for module in (snt.LayerNorm(-1, True, True), snt.GroupNorm(1)):
+        with pytest.raises(AttributeError, match="`inputs` must be a tensor"):
+            module(inputs)
+
+
+def test_bad_axes_and_integer_inputs_are_invalid_argument_errors():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`axis` must name"):
+        snt.LayerNorm(5, True, True)(tf.ones([2, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must not repeat"):
+        snt.LayerNorm([1, -1], True, True)(tf.ones([2, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="floating point") as info:
+        snt.LayerNorm(-1, True, True)(tf.ones([2, 3], tf.int32))
+    assert isinstance(info.value, TypeError)

@@ -45,13 +45,26 @@ def resolve_axis(axis: tuple[int, ...] | slice, rank: int) -> tuple[int, ...]:
     resolved = []
     for a in axis:
         if not -rank <= a < rank:
-            raise utils.bad_value(
+            # The original's `tf.nn.moments` failed: InvalidArgumentError.
+            raise checks.invalid_argument(
                 "axis", f"must name axes of the rank-{rank} inputs", axis
             )
         resolved.append(a % rank)
     if len(set(resolved)) != len(resolved):
-        raise utils.bad_value("axis", "must not repeat an axis", axis)
+        raise checks.invalid_argument("axis", "must not repeat an axis", axis)
     return tuple(sorted(resolved))
+
+
+def as_inputs(inputs: Any) -> tf.Tensor:
+    """`inputs` as a tensor; None or a string is also an `AttributeError`.
+
+    The original read `inputs.shape` (AttributeError) before anything else.
+    """
+    if isinstance(inputs, (tf.Tensor, tf.Variable)):
+        return inputs  # type: ignore[return-value]
+    if inputs is None or isinstance(inputs, (str, bytes)):
+        raise checks.lacks_attribute("inputs", "must be a tensor", inputs)
+    return utils.to_tensor("inputs", inputs)
 
 
 class NormParams:
@@ -68,7 +81,13 @@ class NormParams:
     ) -> None:
         self._create_scale = checks.flag("create_scale", create_scale)
         self._create_offset = checks.flag("create_offset", create_offset)
-        self._eps = checks.real("eps", eps, minimum=0, float_tensor=True)
+        # The original passed `eps` to TF: None failed as a ValueError, a
+        # string in the op (InvalidArgumentError); a negative one is accepted.
+        if eps is None:
+            raise utils.bad_value("eps", "must be a number", eps)
+        if isinstance(eps, (str, bytes)):
+            raise checks.invalid_argument_type("eps", "must be a number", eps)
+        self._eps = checks.real("eps", eps, float_tensor=True)
         checks.initializer("scale_init", scale_init)
         checks.initializer("offset_init", offset_init)
         checks.unused_initializer(
@@ -90,7 +109,10 @@ class NormParams:
                 "inputs", "must have a known rank >= 2 (batch and channels)", inputs
             )
         if not inputs.dtype.is_floating:
-            raise utils.bad_type("inputs", "must have a floating point dtype", inputs)
+            # The original's moments failed on integers: InvalidArgumentError.
+            raise checks.invalid_argument_type(
+                "inputs", "must have a floating point dtype", inputs
+            )
         rank = shape.rank
         channel_axis = rank - 1 if self._channel_index == -1 else 1
         channels = shape[channel_axis]
@@ -244,7 +266,7 @@ class LayerNorm(NormParams, base.Module):
           A tensor of the same shape and dtype as `inputs`.
         """
         self.check_params(scale, offset)
-        inputs = utils.to_tensor("inputs", inputs)
+        inputs = as_inputs(inputs)
         self._initialize(inputs)
         self.check_inputs(inputs)
         if scale is None:

@@ -7,7 +7,13 @@ from typing import Any
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, utils
-from sonnet._src.axis_norm import AxisLike, NormParams, check_axis, resolve_axis
+from sonnet._src.axis_norm import (
+    AxisLike,
+    NormParams,
+    as_inputs,
+    check_axis,
+    resolve_axis,
+)
 from sonnet._src.once import once
 
 
@@ -122,7 +128,7 @@ class GroupNorm(NormParams, base.Module):
           A tensor of the same shape and dtype as `inputs`.
         """
         self.check_params(scale, offset)
-        inputs = utils.to_tensor("inputs", inputs)
+        inputs = as_inputs(inputs)
         self._initialize(inputs)
         self.check_inputs(inputs)
         if scale is None:
