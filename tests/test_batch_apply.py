@@ -80,14 +80,28 @@ def test_split_leading_dim_mismatch():
         snt.split_leading_dim(_x(5, 2), _x(2, 3), 2)
 
 
-@pytest.mark.parametrize("num_dims", [0, -1, 1.5])
+@pytest.mark.parametrize("num_dims", [0, 1.5])
 def test_bad_num_dims(num_dims):
-    with pytest.raises((ValueError, TypeError), match="`num_dims` must be"):
+    # The original's `TypeError`s (zero left an empty product, a float).
+    with pytest.raises(TypeError, match="`num_dims` must be"):
         snt.merge_leading_dims(_x(2, 3), num_dims)
     with pytest.raises((ValueError, TypeError), match="`num_dims` must be"):
         snt.split_leading_dim(_x(6), _x(2, 3), num_dims)
-    with pytest.raises((ValueError, TypeError), match="`num_dims` must be"):
+    with pytest.raises(TypeError, match="`num_dims` must be"):
         snt.BatchApply(snt.Linear(1), num_dims=num_dims)
+
+
+def test_negative_num_dims_count_from_the_end():
+    # As the original's `shape[:num_dims]`: -1 merges all but the last.
+    x = _x(2, 3, 4)
+    assert snt.merge_leading_dims(x, -1).shape == [6, 4]
+    assert snt.merge_leading_dims(x, -2).shape == [2, 3, 4]
+    linear = snt.Linear(5)
+    assert snt.BatchApply(linear, num_dims=-1)(x).shape == [2, 3, 5]
+    with pytest.raises(TypeError, match="must leave at least one leading"):
+        snt.merge_leading_dims(x, -3)
+    with pytest.raises(ValueError, match="`num_dims` must be a positive"):
+        snt.split_leading_dim(_x(6), _x(2, 3), -1)
 
 
 # BatchApply -------------------------------------------------------------------

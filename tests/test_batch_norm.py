@@ -446,7 +446,6 @@ IAE = tf.errors.InvalidArgumentError
         ({"offset_init": 3}, TypeError, "`offset_init` must be a callable"),
         ({"eps": float("nan")}, ValueError, "`eps`"),
         ({"eps": None}, ValueError, "`eps`"),
-        ({"eps": [1e-3]}, TypeError, "`eps`"),
         # The original's ops failed on a string (`TypeError` fused, else
         # `InvalidArgumentError`): ours is both.
         ({"eps": "small"}, (TypeError, IAE), "`eps`"),
@@ -562,6 +561,15 @@ def test_bad_metrics_fail_on_the_first_call():
     assert not hasattr(bn, "scale")
 
 
+def test_one_element_list_eps():
+    # TF broadcast `[1e-3]` like `1e-3` in the original's unfused ops.
+    x = _data([4, 2, 2, 3])
+    np.testing.assert_allclose(
+        snt.BatchNorm(True, True, eps=[1e-3])(x, is_training=True),
+        snt.BatchNorm(True, True, eps=1e-3)(x, is_training=True),
+    )
+
+
 @pytest.mark.parametrize(
     "flag, training",
     [(1, True), (0, False), (None, False), (np.bool_(True), True), (1.0, True)]
@@ -573,9 +581,12 @@ def test_mode_flags_by_truth_value(flag, training):
     np.testing.assert_allclose(
         snt.BatchNorm(True, True)(x, is_training=flag), expected, rtol=1e-6
     )
+    # None for `test_local_stats` is batch statistics, as the original's
+    # fused kernel took None (its default).
+    local = True if flag is None else training
     np.testing.assert_allclose(
         snt.BatchNorm(True, True)(x, is_training=False, test_local_stats=flag),
-        snt.BatchNorm(True, True)(x, is_training=False, test_local_stats=training),
+        snt.BatchNorm(True, True)(x, is_training=False, test_local_stats=local),
         rtol=1e-6,
     )
 

@@ -112,7 +112,7 @@ def test_densified_gradients_in_tf_function():
         (
             {"vocab_size": 3, "embed_dim": -1},
             ValueError,
-            "`embed_dim` must be a positive",
+            "`embed_dim` must be a non-negative",
         ),
         (
             {"vocab_size": 3, "initializer": 1},
@@ -219,3 +219,9 @@ def test_sizes_as_scalar_tensors():
 def test_trainable_none_is_trainable():
     # `tf.Variable(trainable=None)` is trainable; the original passed it on.
     assert snt.Embed(4, 2, trainable=None).embeddings.trainable
+
+
+def test_zero_embed_dim():
+    # As the original: an empty table, empty embeddings.
+    embed = snt.Embed(5, 0)
+    assert embed(tf.constant([1, 2])).shape == [2, 0]

@@ -291,7 +291,7 @@ def test_tensor_flag_matches_python_flag():
             ValueError,
             "`channels_per_group_list` must have entries of at least 4",
         ),
-        ({"num_classes": -1}, ValueError, "`num_classes` must be a positive"),
+        ({"num_classes": -1}, ValueError, "`num_classes` must be a non-negative"),
         ({"bn_config": [("eps", 1)]}, TypeError, "`bn_config` must be a mapping"),
         (
             {"bn_config": {"momentum": 0.9}},
@@ -428,3 +428,15 @@ def test_zero_channel_inputs_build_nothing():
         block(tf.ones([2, 4, 4, 0]), is_training=True)
     assert not hasattr(block._bn_0, "scale")  # Nothing was built.
     assert block(tf.ones([2, 4, 4, 3]), is_training=True).shape == [2, 4, 4, 8]
+
+
+def test_zero_classes_and_unscaled_batch_norms():
+    # As the original: zero logits. Without scales the v1 blocks' last batch
+    # norm has no scale to start at zero (the original failed: TypeError).
+    net = snt.nets.ResNet(
+        [1, 1, 1, 1],
+        0,
+        bn_config={"create_scale": False},
+        channels_per_group_list=(4, 4, 4, 4),
+    )
+    assert net(tf.ones([1, 8, 8, 3]), is_training=False).shape == [1, 0]

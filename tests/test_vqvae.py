@@ -229,7 +229,6 @@ def test_vq_constructor_errors(kwargs, error, match):
     "kwargs, error, match",
     [
         ({"decay": None}, TypeError, "`decay`"),
-        ({"epsilon": "x"}, TypeError, "`epsilon` must be a real"),
         ({"decay": tf.constant([0.5, 0.5])}, ValueError, "`decay` must be a scalar"),
     ],
 )
@@ -293,7 +292,23 @@ def test_junk_constructor_arguments(argument, value):
     )
     if ok:
         x = tf.ones([4, vq.embedding_dim], vq.embeddings.dtype)
-        assert set(vq(x, is_training=True)) == KEYS
+        before = bad_input.snapshot(vq)
+        # `epsilon` is checked on the first training call, as the original
+        # used it no earlier; a failing call changes nothing.
+        ok, out = bad_input.outcome(lambda: vq(x, is_training=True), [argument])
+        if ok:
+            assert set(out) == KEYS
+        else:
+            assert argument == "epsilon"
+            bad_input.assert_unchanged(vq, before)
+
+
+def test_epsilon_checked_when_training():
+    vq = snt.nets.VectorQuantizerEMA(2, 3, 0.25, 0.5, epsilon=None)
+    x = tf.ones([4, 2])
+    assert set(vq(x, is_training=False)) == KEYS  # as the original: unused
+    with pytest.raises(ValueError, match="`epsilon` must be a real number"):
+        vq(x, is_training=True)
 
 
 @settings(max_examples=25, deadline=None)

@@ -87,7 +87,7 @@ class NormParams:
             raise utils.bad_value("eps", "must be a number", eps)
         if isinstance(eps, (str, bytes)):
             raise checks.invalid_argument_type("eps", "must be a number", eps)
-        self._eps = checks.real("eps", eps, float_tensor=True)
+        self._eps = checks.tf_real("eps", eps, float_tensor=True)
         checks.initializer("scale_init", scale_init)
         checks.initializer("offset_init", offset_init)
         checks.unused_initializer(
@@ -105,7 +105,9 @@ class NormParams:
         """Checks the first input and creates `scale`/`offset` (or sets None)."""
         shape = inputs.shape
         if shape.rank is None or shape.rank < 2:
-            raise utils.bad_value(
+            # The original indexed the shape of a scalar (`IndexError`).
+            make = checks.invalid_argument_index if shape.rank == 0 else utils.bad_value
+            raise make(
                 "inputs", "must have a known rank >= 2 (batch and channels)", inputs
             )
         if not inputs.dtype.is_floating:

@@ -15,6 +15,31 @@ def _is_tensor(x: Any) -> bool:
     return isinstance(x, (tf.Tensor, tf.Variable))
 
 
+def _num_dims(value: Any) -> int:
+    """`num_dims`: a non-zero integer; a negative one counts from the end.
+
+    The original sliced `shape[:num_dims]`, so `-1` merges all but the last
+    dimension; zero left nothing to merge (its `TypeError`, also ours).
+    """
+    result = checks.integer("num_dims", value)
+    if result == 0:
+        raise checks.invalid_argument_type("num_dims", "must be non-zero", value)
+    return result
+
+
+def _resolve(num_dims: int, rank: int) -> int:
+    """A negative `num_dims` as a count of leading dimensions of a `rank` tensor."""
+    if num_dims > 0:
+        return num_dims
+    if rank + num_dims <= 0:
+        raise checks.invalid_argument_type(
+            "num_dims",
+            f"must leave at least one leading dimension of the rank-{rank} input",
+            num_dims,
+        )
+    return rank + num_dims
+
+
 def merge_leading_dims(x: Any, num_dims: int) -> Any:
     """Merges the first `num_dims` dimensions of `x` into one.
 
@@ -23,7 +48,8 @@ def merge_leading_dims(x: Any, num_dims: int) -> Any:
 
     Args:
       x: A tensor of shape `[d_0, ..., d_{n-1}] + S` (or any other value).
-      num_dims: Number of leading dimensions to merge, a positive int.
+      num_dims: Number of leading dimensions to merge, a non-zero int; a
+        negative one counts from the end (`-1`: all but the last).
 
     Returns:
       `x` reshaped to `[d_0 * ... * d_{n-1}] + S`.
@@ -34,7 +60,7 @@ def merge_leading_dims(x: Any, num_dims: int) -> Any:
     >>> snt.merge_leading_dims(tf.zeros([2, 3, 4]), num_dims=2).shape
     TensorShape([6, 4])
     """
-    num_dims = checks.size("num_dims", num_dims)
+    num_dims = _num_dims(num_dims)
     if not _is_tensor(x):
         return x
     shape = x.shape
@@ -42,6 +68,7 @@ def merge_leading_dims(x: Any, num_dims: int) -> Any:
         raise utils.bad_value(
             "x", "must have a known rank to merge its leading dimensions", x
         )
+    num_dims = _resolve(num_dims, shape.rank)
     if num_dims > shape.rank:
         return x
     if shape.is_fully_defined():
@@ -138,7 +165,7 @@ class BatchApply(base.Module):
         super().__init__(name=name)
         checks.function("module", module, "must be a module or function (not a class)")
         self.module = module
-        self.num_dims = checks.size("num_dims", num_dims)
+        self.num_dims = _num_dims(num_dims)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls `module` on the merged inputs and splits its outputs.
@@ -163,13 +190,16 @@ class BatchApply(base.Module):
             (x for x in tf.nest.flatten((args, kwargs)) if _is_tensor(x)), None
         )
         if example is None:
-            raise utils.bad_value(
+            # The original read `.shape` of the first argument.
+            raise checks.lacks_attribute_value(
                 "args",
                 "must contain at least one tensor (whose leading dimensions are "
                 "merged)",
                 (args, kwargs),
             )
         num_dims = self.num_dims
+        if num_dims < 0 and example.shape.rank is not None:
+            num_dims = _resolve(num_dims, example.shape.rank)
         if example.shape.rank is not None and example.shape.rank < num_dims:
             raise utils.bad_value(
                 "args",

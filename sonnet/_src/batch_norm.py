@@ -23,7 +23,7 @@ def _check_eps(eps: Any) -> Any:
         raise checks.invalid_argument_type("eps", "must be a real number", eps)
     if eps is None:
         raise utils.bad_value("eps", "must be a real number", eps)
-    eps = checks.real("eps", eps)
+    eps = checks.tf_real("eps", eps)
     if isinstance(eps, tf.Tensor):
         static = tf.get_static_value(eps)
         if static is None:
@@ -199,6 +199,10 @@ class BaseBatchNorm(base.Module):
                 offset,
             )
         training = checks.mode_flag("is_training", is_training)
+        if test_local_stats is None:
+            # The original handed None to the fused kernel, whose default
+            # (batch statistics) it then used.
+            test_local_stats = True
         local_stats = checks.mode_flag("test_local_stats", test_local_stats)
         if not isinstance(inputs, (tf.Tensor, tf.Variable)):
             inputs = _convert_inputs(inputs)
@@ -257,8 +261,7 @@ class BaseBatchNorm(base.Module):
             raise utils.bad_value("inputs", expected, inputs)
         if rank < min_rank:
             # The original indexed the shape past its end.
-            message = str(utils.bad_value("inputs", expected, inputs))
-            raise checks.InvalidArgumentIndexError(None, None, message)
+            raise checks.invalid_argument_index("inputs", expected, inputs)
         if not inputs.dtype.is_floating:
             raise checks.invalid_argument_type(
                 "inputs", "must have a floating point dtype", inputs

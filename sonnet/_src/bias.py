@@ -156,7 +156,9 @@ class Bias(base.Module):
         if self.output_size is not None and tuple(shape[1:].as_list()) != tuple(
             self.output_size
         ):
-            raise utils.bad_value(
+            # The original failed on an int or list `output_size` with a
+            # TypeError, on a mismatching tuple with a ValueError.
+            raise checks.invalid_argument_type(
                 "inputs",
                 f"must have shape {[None, *self.output_size]} (from `output_size`)",
                 shape,

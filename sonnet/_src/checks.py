@@ -122,6 +122,10 @@ def integer(argument: str, value: Any, minimum: int | None = None) -> int:
     """
     result = as_index(value)
     if result is None:
+        if isinstance(value, (tf.Tensor, tf.Variable)):
+            # The original's `operator.index` of a float tensor's NumPy value.
+            message = str(bad_type(argument, "must be an integer", value))
+            raise InvalidArgumentAttributeError(None, None, message)
         raise invalid_argument_type(argument, "must be an integer", value)
     if minimum is not None and result < minimum:
         kind = {0: "a non-negative", 1: "a positive"}.get(minimum)
@@ -192,20 +196,32 @@ def tensor_size(argument: str, value: Any) -> int | tf.Tensor:
     return result
 
 
-def integers(argument: str, value: Any, minimum: int | None = None) -> tuple[int, ...]:
+def integers(
+    argument: str, value: Any, minimum: int | None = None, tensor: bool = False
+) -> tuple[int, ...]:
     """A sequence of integers (lists, tuples, 1-D arrays, ...), as a tuple.
 
     Each item may be spelled as `as_index` accepts; a string or a scalar is a
-    `TypeError`, an item below `minimum` a `ValueError`.
+    `TypeError`, an item below `minimum` a `ValueError`. With `tensor`, a 1-D
+    integer tensor of known value is such a sequence too (where the original
+    iterated its argument, e.g. `snt.nets.MLP`'s `output_sizes`).
     """
+    if tensor and isinstance(value, tf.Tensor) and value.dtype.is_integer:
+        known = tf.get_static_value(value)
+        if known is not None and np.ndim(known) == 1:
+            value = known.tolist()
+    # The original's `if value:` or `tuple + value` failed (`ValueError` for
+    # an array of several elements, `TypeError` otherwise): ours is both.
     if isinstance(value, (str, bytes, tf.Tensor, tf.Variable)) or not isinstance(
         value, Iterable
     ):
-        raise bad_type(argument, "must be a sequence of integers", value)
+        raise invalid_argument_type(argument, "must be a sequence of integers", value)
     try:
         items = [as_index(v) for v in value]
     except TypeError as e:  # A 0-d NumPy array.
-        raise bad_type(argument, "must be a sequence of integers", value) from e
+        raise invalid_argument_type(
+            argument, "must be a sequence of integers", value
+        ) from e
     # Items went to TF ops in the original, which failed with
     # `InvalidArgumentError`s.
     if None in items:
@@ -389,6 +405,18 @@ def lacks_attribute(argument: str, expected: str, received: Any) -> AttributeTyp
     return AttributeTypeError(str(bad_type(argument, expected, received)))
 
 
+class AttributeValueError(ValueError, AttributeError):
+    """As `AttributeTypeError`, for a clean `ValueError` (e.g. no tensor among
+    arguments whose `.shape` the original read)."""
+
+
+def lacks_attribute_value(
+    argument: str, expected: str, received: Any
+) -> AttributeValueError:
+    """`AttributeValueError` in the project's template (see `utils.bad_value`)."""
+    return AttributeValueError(str(bad_value(argument, expected, received)))
+
+
 def error_like(
     error: Exception, argument: str, expected: str, received: Any
 ) -> ValueError | TypeError:
@@ -431,6 +459,7 @@ def tf_real(
     value: Any,
     minimum: float | None = None,
     maximum: float | None = None,
+    float_tensor: bool = False,
 ) -> Any:
     """`real`, for a number the original handed to TF ops unchecked (an
     optimizer's hyper-parameter, an initializer's bounds, a gradient scale).
@@ -443,7 +472,7 @@ def tf_real(
         raise bad_value(argument, "must be a real number", value)
     if isinstance(value, (list, tuple)) and len(value) == 1:
         value = value[0]
-    return real(argument, value, minimum, maximum)
+    return real(argument, value, minimum, maximum, float_tensor=float_tensor)
 
 
 class InternalError(InvalidArgumentError, tf.errors.InternalError):
@@ -461,3 +490,30 @@ class InvalidArgumentIndexError(InvalidArgumentError, IndexError):
     """As `InvalidArgumentError`, where the original indexed past the end of
     something it was given (e.g. the shape of a scalar input), raising
     `IndexError`."""
+
+
+class InvalidArgumentAttributeError(InvalidArgumentTypeError, AttributeError):
+    """`InvalidArgumentTypeError` for a float tensor given as an integer: the
+    original took its NumPy value's `__index__` (an `AttributeError`) or fed
+    it to a TF op (`InvalidArgumentError`)."""
+
+
+def invalid_argument_index(
+    argument: str, expected: str, received: Any
+) -> InvalidArgumentIndexError:
+    """`InvalidArgumentIndexError` in the project's template (`utils.bad_value`)."""
+    message = str(bad_value(argument, expected, received))
+    return InvalidArgumentIndexError(None, None, message)
+
+
+class InvalidArgumentZeroDivisionError(InvalidArgumentError, ZeroDivisionError):
+    """As `InvalidArgumentError`, where the original divided by a zero count
+    it was given (`ZeroDivisionError`, e.g. zero channel groups)."""
+
+
+def invalid_argument_zero(
+    argument: str, expected: str, received: Any
+) -> InvalidArgumentZeroDivisionError:
+    """`InvalidArgumentZeroDivisionError` in the project's template."""
+    message = str(bad_value(argument, expected, received))
+    return InvalidArgumentZeroDivisionError(None, None, message)

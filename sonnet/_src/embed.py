@@ -99,7 +99,7 @@ class Embed(base.Module):
             vocab_size = checks.size("vocab_size", vocab_size)
             if embed_dim is None:
                 embed_dim = embedding_dim(vocab_size)
-            embed_dim = checks.size("embed_dim", embed_dim)
+            embed_dim = checks.size("embed_dim", embed_dim, allow_zero=True)
             checks.initializer("initializer", initializer)
             if initializer is None:
                 initializer = initializers.TruncatedNormal()

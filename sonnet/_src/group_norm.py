@@ -17,6 +17,15 @@ from sonnet._src.axis_norm import (
 from sonnet._src.once import once
 
 
+def _groups(value: Any) -> int:
+    """`groups`: a positive integer, also as a whole float (as the original's
+    shape arithmetic took it); zero divided the channels by zero there."""
+    groups = checks.whole_size("groups", value, allow_zero=True)
+    if groups == 0:
+        raise checks.invalid_argument_zero("groups", "must be a positive integer", 0)
+    return groups
+
+
 class GroupNorm(NormParams, base.Module):
     """Normalizes groups of channels (Wu & He, 2018).
 
@@ -64,7 +73,7 @@ class GroupNorm(NormParams, base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._groups = checks.size("groups", groups)
+        self._groups = _groups(groups)
         self._axis = check_axis(axis)
         self.check_common(
             create_scale, create_offset, eps, scale_init, offset_init, data_format

@@ -63,7 +63,9 @@ def initial_value(
         if not (isinstance(value, tf.Tensor) and value.dtype == dtype):
             value = tf.convert_to_tensor(value, dtype=dtype)
     except checks.OP_ERRORS as e:
-        raise utils.bad_type(
+        # Whatever the initializer raised (a `ValueError` for a dtype it does
+        # not support, a `TypeError` for wrong arguments), ours is an instance.
+        raise checks.invalid_argument_type(
             argument,
             f"must create a {dtype.name} tensor of shape {list(shape)} when called "
             f"as `{argument}(shape, dtype)` ({e})",
@@ -147,6 +149,10 @@ class Linear(base.Module):
     ):
         super().__init__(name=name)
         # Zero is allowed, as in the original: the outputs are then empty.
+        if isinstance(output_size, tf.Tensor) and output_size.dtype.is_floating:
+            # A whole float tensor (e.g. from shape arithmetic) made the
+            # original's variable shapes; a Python float did not.
+            output_size = checks.whole_size("output_size", output_size, True)
         self.output_size = checks.size("output_size", output_size, allow_zero=True)
         self.with_bias = checks.flag("with_bias", with_bias)
         checks.initializer("w_init", w_init)
@@ -181,7 +187,8 @@ class Linear(base.Module):
         w_init = self.w_init
         if w_init is None:
             if not dtype.is_floating:
-                raise utils.bad_type(
+                # The original's default initializer raised `ValueError`.
+                raise checks.invalid_argument_type(
                     "inputs",
                     "must have a floating point dtype when `w_init` is not given "
                     "(the default is a truncated normal); pass an initializer that "

@@ -31,8 +31,9 @@ def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
         if static is not None and np.ndim(static) == 1:
             output_shape = list(static)
     if isinstance(output_shape, (str, bytes)) or not isinstance(output_shape, Sequence):
-        # The original iterated it: a TypeError.
-        raise utils.bad_type(
+        # The original iterated it (a TypeError) or, for a string, failed
+        # converting it to a tensor (a ValueError): ours is both.
+        raise checks.invalid_argument_type(
             "output_shape",
             "must be a sequence of sizes (ints, at most one -1)",
             output_shape,

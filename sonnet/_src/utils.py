@@ -137,7 +137,12 @@ def to_tensor(argument: str, value: Any, dtype: Any = None) -> tf.Tensor:
     try:
         return tf.convert_to_tensor(value, dtype=dtype)
     except (TypeError, ValueError) as e:
-        raise bad_type(argument, "must be convertible to a tensor", value) from e
+        # TF raised `ValueError` (e.g. for None) or `TypeError`; ours is both.
+        from sonnet._src import checks  # noqa: PLC0415 (checks imports utils)
+
+        raise checks.invalid_argument_type(
+            argument, "must be convertible to a tensor", value
+        ) from e
 
 
 _autograph_lock = threading.Lock()

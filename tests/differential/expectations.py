@@ -8,6 +8,9 @@
   a clean `ValueError` or `TypeError`.
 - `"fixed"`: the original accepts and returns a silently wrong result (say
   which); we return the right one.
+- `"private"`: the original raised a private class of another library
+  (e.g. NumPy's `_UFuncNoLoopError`); ours is an instance of its nearest
+  public base (e.g. `TypeError`).
 - `"lenient"`: the original rejects (or crashes on) a spelling whose meaning
   is clear, e.g. a NumPy integer axis; we accept it and return the evident
   result. Each also has a line in the README migration notes.

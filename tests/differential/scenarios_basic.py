@@ -150,8 +150,11 @@ def register(h):
             "rate": h.floats(0.5) + [("one", lambda: 1.0), ("above_one", lambda: 1.5)],
             "noise_shape": h.shapes((2, 4)) + [("with_none", lambda: [None, 4])],
             "seed": h.ints(3) + [("whole_float", lambda: 3.0)],
-            # `not` would be training mode: random values, see Dropout(train).
-            "@is_training": [b for b in h.bools(False) if b[0] != "not"],
+            # True values (`not`, 2, a non-empty list) are training mode:
+            # random values, see Dropout(train).
+            "@is_training": [
+                b for b in h.bools(False) if b[0] not in ("not", "int2", "list")
+            ],
             "@inputs": h.inputs((2, 4)),
         },
         modes=False,

@@ -299,10 +299,18 @@ def _optimize(cls, traced=False, **kwargs):
 
 
 def _functional_optimize(cls, **kwargs):
+    # As the original's functional optimizers take them: the parameters of a
+    # transformed function, a dict keyed by variable references.
+    init = snt.initializers.Constant(0.5)
+    net = snt.functional.transform(lambda x: snt.Linear(2, w_init=init)(x))
+    params = net.init(tf.ones([1, 3]))
     optimizer = snt.functional.optimizer(cls)(**kwargs)
-    params = [tf.constant([1.0, 2.0]), tf.constant([[0.5]])]
     state = optimizer.init(params)
-    updates = [tf.constant([0.1, 0.3]), tf.constant([[0.2]])]
+    updates = {r: tf.fill(v.shape, 0.1) for r, v in params.items()}
     for _ in range(2):
         params, state = optimizer.apply(state, updates, params)
-    return params, state
+
+    def values(d):
+        return [v for _, v in sorted(d.items(), key=lambda kv: kv[0].deref().name)]
+
+    return values(params), values(state)

@@ -6,6 +6,7 @@ import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, checks, utils
@@ -74,7 +75,7 @@ class MLP(base.Module):
                 "must be None when `with_bias=False` (there is no bias)",
                 b_init,
             )
-        sizes = checks.integers("output_sizes", output_sizes, minimum=0)
+        sizes = checks.integers("output_sizes", output_sizes, 0, tensor=True)
         checks.initializer("w_init", w_init)
         checks.initializer("b_init", b_init)
         checks.callable_or_none(
@@ -90,7 +91,13 @@ class MLP(base.Module):
                 activation,
             )
         if dropout_rate is not None:
-            dropout_rate = dropout_lib.check_rate("dropout_rate", dropout_rate)
+            try:
+                dropout_rate = dropout_lib.check_rate("dropout_rate", dropout_rate)
+            except TypeError as e:
+                # The original failed later, with a `ValueError`.
+                raise checks.invalid_argument_type(
+                    "dropout_rate", "must be a real number", dropout_rate
+                ) from e
         super().__init__(name=name)
         self._with_bias = with_bias
         self._w_init = w_init
@@ -98,8 +105,14 @@ class MLP(base.Module):
         self._activation = activation
         self._activate_final = activate_final
         self._dropout_rate = dropout_rate
+        # A rate of zero (in any spelling of known value) is no dropout.
+        known = (
+            tf.get_static_value(dropout_rate)
+            if isinstance(dropout_rate, tf.Tensor)
+            else dropout_rate
+        )
         self._use_dropout = dropout_rate is not None and not (
-            isinstance(dropout_rate, numbers.Real) and dropout_rate == 0
+            isinstance(known, (numbers.Real, np.floating, np.ndarray)) and known == 0
         )
         self._layers = [
             linear_lib.Linear(

@@ -132,7 +132,9 @@ class BottleNeckBlockV1(base.Module):
         self._layers = []
         for i, (out, kernel, stride_i) in enumerate(specs):
             conv_i = _conv(out, kernel, stride_i, f"conv_{i}")
-            scale_init = initializers.Zeros() if i == 2 else None
+            # The last batch norm's scale starts at zero (if it has one).
+            zero_scale = i == 2 and self._bn_config["create_scale"]
+            scale_init = initializers.Zeros() if zero_scale else None
             bn_i = batch_norm.BatchNorm(
                 name=f"batchnorm_{i}", scale_init=scale_init, **self._bn_config
             )
@@ -330,7 +332,7 @@ class ResNet(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        num_classes = checks.size("num_classes", num_classes)
+        num_classes = checks.size("num_classes", num_classes, allow_zero=True)
         blocks = _check_four("blocks_per_group_list", blocks_per_group_list)
         channels = _check_four("channels_per_group_list", channels_per_group_list)
         for c in channels:

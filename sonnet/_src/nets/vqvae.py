@@ -11,6 +11,13 @@ from sonnet._src import base, checks, initializers, moving_averages, utils
 VQOutput = dict[str, tf.Tensor]
 
 
+def _size(argument: str, value: Any) -> int:
+    """A size; a string one failed in the original's `tf.cast` (no kernel)."""
+    if isinstance(value, (str, bytes)):
+        raise checks.unimplemented_type(argument, "must be an integer", value)
+    return checks.size(argument, value)
+
+
 class _Quantizer(base.Module):
     """Shared maths of `VectorQuantizer` and `VectorQuantizerEMA`."""
 
@@ -128,9 +135,9 @@ class VectorQuantizer(_Quantizer):
         name: str = "vector_quantizer",
     ):
         super().__init__(name=name)
-        self.embedding_dim = checks.size("embedding_dim", embedding_dim)
-        self.num_embeddings = checks.size("num_embeddings", num_embeddings)
-        self.commitment_cost = checks.real(
+        self.embedding_dim = _size("embedding_dim", embedding_dim)
+        self.num_embeddings = _size("num_embeddings", num_embeddings)
+        self.commitment_cost = checks.tf_real(
             "commitment_cost", commitment_cost, float_tensor=True
         )
         dtype = checks.dtype("dtype", dtype, floating=True)
@@ -204,16 +211,18 @@ class VectorQuantizerEMA(_Quantizer):
         name: str = "vector_quantizer_ema",
     ):
         super().__init__(name=name)
-        self.embedding_dim = checks.size("embedding_dim", embedding_dim)
-        self.num_embeddings = checks.size("num_embeddings", num_embeddings)
+        self.embedding_dim = _size("embedding_dim", embedding_dim)
+        self.num_embeddings = _size("num_embeddings", num_embeddings)
         # The original's moving averages refused a decay outside [0, 1].
         self.decay = checks.real(
             "decay", decay, minimum=0, maximum=1, float_tensor=True
         )
-        self.commitment_cost = checks.real(
+        self.commitment_cost = checks.tf_real(
             "commitment_cost", commitment_cost, float_tensor=True
         )
-        self.epsilon = checks.real("epsilon", epsilon, float_tensor=True)
+        # Only training uses it, and the original checked it no earlier.
+        self.epsilon = epsilon
+        self._checked_epsilon: Any = None
         dtype = checks.dtype("dtype", dtype, floating=True)
         initializer = initializers.VarianceScaling(distribution="uniform")
         self.embeddings = tf.Variable(
@@ -245,6 +254,11 @@ class VectorQuantizerEMA(_Quantizer):
         """
         training = checks.mode_flag("is_training", is_training)
         inputs = self._check_inputs(inputs)
+        eps: Any = self._checked_epsilon
+        if eps is None and training is not False:
+            # Checked before any update, so that a bad one changes nothing.
+            eps = checks.tf_real("epsilon", self.epsilon, float_tensor=True)
+            self._checked_epsilon = eps
         flat_inputs, distances, encodings, indices, quantized = self._quantize_flat(
             inputs
         )
@@ -255,7 +269,7 @@ class VectorQuantizerEMA(_Quantizer):
             dw = tf.matmul(flat_inputs, encodings, transpose_a=True)
             dw_average = self.ema_dw(dw)
             n = tf.reduce_sum(cluster_size)
-            eps = self.epsilon
+            assert eps is not None  # Checked above when training may be true.
             cluster_size = (cluster_size + eps) / (n + self.num_embeddings * eps) * n
             self.embeddings.assign(dw_average / tf.reshape(cluster_size, [1, -1]))
             return tf.constant(True)

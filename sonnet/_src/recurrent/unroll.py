@@ -45,7 +45,8 @@ def _check_input_sequence(
     lengths = set()
     for tensor in tensors:
         if tensor.shape.rank == 0:
-            raise utils.bad_value(
+            # The original read the time dimension off the shape (IndexError).
+            raise checks.invalid_argument_index(
                 "input_sequence",
                 "must be time-major tensors `[T, ...]` (rank >= 1)",
                 tensor,

@@ -79,7 +79,12 @@ class VanillaRNN(rnn_base.RNNCore):
         name: str | None = None,
     ):
         super().__init__(name)
-        self._hidden_size = checks.size("hidden_size", hidden_size)
+        self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
+        if self._hidden_size == 0:
+            # The original's default initializers divided by it.
+            raise checks.invalid_argument_zero(
+                "hidden_size", "must be a positive integer", hidden_size
+            )
         if not callable(activation):
             raise utils.bad_type("activation", "must be callable", activation)
         checks.initializer("w_i_init", w_i_init)
