@@ -17,6 +17,7 @@ FACADES = [
     "nets",
     "nets.resnet",
     "optimizers",
+    "optimizers.schedules",
     "initializers",
     "regularizers",
     "distribute",

@@ -520,8 +520,16 @@ def test_repr():
 
 
 def test_public_names():
-    assert snt.optimizers.__all__ == ["Adam", "Momentum", "RMSProp", "SGD"]
-    for name in snt.optimizers.__all__:
+    # `AdamW` and the `schedules` submodule are additions (issue 13).
+    assert snt.optimizers.__all__ == [
+        "Adam",
+        "AdamW",
+        "Momentum",
+        "RMSProp",
+        "SGD",
+        "schedules",
+    ]
+    for name in snt.optimizers.__all__[:-1]:
         assert issubclass(getattr(snt.optimizers, name), snt.Optimizer)
     assert snt.optimizers.RMSProp(0.1).name == "rms_prop"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -35,7 +35,10 @@ class Adam(base.Optimizer):
 
     Args:
       learning_rate: Step size; default 0.001 (the paper's). A real number,
-        scalar tensor or `tf.Variable` (tracked; assign it to change it).
+        scalar tensor, `tf.Variable` (tracked; assign it to change it) or a
+        schedule: a callable (see `snt.optimizers.schedules`) that each
+        `apply` calls as `learning_rate(step)`, with `step` before its
+        increment (0 on the first `apply`).
       beta1: Decay of the first moment, in [0, 1); default 0.9.
       beta2: Decay of the second moment, in [0, 1); default 0.999.
       epsilon: Added to the denominator for stability; default 1e-8.
@@ -59,11 +62,11 @@ class Adam(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.learning_rate, self._scheduled = opt_utils.learning_rate(learning_rate)
         self.beta1 = opt_utils.hyper_parameter("beta1", beta1)
         self.beta2 = opt_utils.hyper_parameter("beta2", beta2)
         self.epsilon = opt_utils.hyper_parameter("epsilon", epsilon)
-        self.step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="t")
+        self.step = opt_utils.step_counter()
         self.m: list[tf.Variable] = []
         self.v: list[tf.Variable] = []
 
@@ -92,27 +95,14 @@ class Adam(base.Optimizer):
         opt_utils.check_replicated("step", self.step)
         self._initialize(parameters)
         opt_utils.check_same_parameters(parameters, self.m)
+        learning_rate = self.learning_rate
+        if self._scheduled:
+            learning_rate = opt_utils.scheduled_rate(learning_rate, self.step)
         self.step.assign_add(1, read_value=False)
         step = tf.convert_to_tensor(self.step)
-
-        def hyper(dtype: tf.DType) -> tuple[tf.Tensor, ...]:
-            t = tf.cast(step, dtype)
-            beta1 = opt_utils.cast(self.beta1, dtype)
-            beta2 = opt_utils.cast(self.beta2, dtype)
-            epsilon = opt_utils.cast(self.epsilon, dtype)
-            beta2_power = tf.pow(beta2, t)
-            return (
-                opt_utils.cast(self.learning_rate, dtype),
-                beta1,
-                beta2,
-                epsilon,
-                tf.pow(beta1, t),
-                beta2_power,
-                # The fused kernel's epsilon, see `_adam_rule`.
-                epsilon * tf.sqrt(1 - beta2_power),
-            )
-
-        cache = opt_utils.CastCache(hyper)
+        cache = opt_utils.CastCache(
+            lambda dtype: self._hyper(step, learning_rate, dtype)
+        )
         opt_utils.for_each_update(
             lambda p, g, m, v: _adam_rule(p, g, m, v, cache),
             checked,
@@ -120,6 +110,40 @@ class Adam(base.Optimizer):
             self.m,
             self.v,
         )
+
+    @base.no_name_scope
+    def _hyper(self, step: tf.Tensor, learning_rate: Any, dtype: tf.DType) -> Hyper:
+        """The hyper-parameters of one `apply`, as `dtype` tensors."""
+        t = tf.cast(step, dtype)
+        beta1 = opt_utils.cast(self.beta1, dtype)
+        beta2 = opt_utils.cast(self.beta2, dtype)
+        epsilon = opt_utils.cast(self.epsilon, dtype)
+        beta2_power = tf.pow(beta2, t)
+        return Hyper(
+            opt_utils.cast(learning_rate, dtype),
+            beta1,
+            beta2,
+            epsilon,
+            tf.pow(beta1, t),
+            beta2_power,
+            # The fused kernel's epsilon, see `_adam_rule`.
+            epsilon * tf.sqrt(1 - beta2_power),
+            None,
+        )
+
+
+class Hyper(NamedTuple):
+    """Adam's per-`apply` values, cast to one dtype."""
+
+    learning_rate: tf.Tensor
+    beta1: tf.Tensor
+    beta2: tf.Tensor
+    epsilon: tf.Tensor
+    beta1_power: tf.Tensor
+    beta2_power: tf.Tensor
+    fused_epsilon: tf.Tensor
+    # `learning_rate * weight_decay` for decoupled weight decay (AdamW).
+    decay: tf.Tensor | None
 
 
 def _adam_rule(
@@ -135,7 +159,9 @@ def _adam_rule(
     # TensorFlow has no sparse Adam kernel.
     fused = not sparse and param.fused(m, v)
     dtype = param.dtype if fused else param.compute_dtype
-    lr, beta1, beta2, epsilon, beta1_power, beta2_power, fused_epsilon = hyper(dtype)
+    lr, beta1, beta2, epsilon, beta1_power, beta2_power, fused_epsilon, decay = hyper(
+        dtype
+    )
     if sparse:
         values, indices = opt_utils.deduplicate(update)
         values = tf.cast(values, dtype)
@@ -144,8 +170,18 @@ def _adam_rule(
         m.scatter_update(indices, new_m)
         v.scatter_update(indices, new_v)
         step = _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
+        if decay is not None:
+            # Decoupled weight decay of the updated rows, from their old values.
+            step += decay * param.gather(indices)
         param.scatter_sub(indices, step)
     elif fused:
+        if decay is not None:
+            # `parameter -= decay * parameter` in one fused kernel.
+            tf.raw_ops.ResourceApplyGradientDescent(
+                var=param.handle,
+                alpha=decay,
+                delta=tf.raw_ops.ReadVariableOp(resource=param.handle, dtype=dtype),
+            )
         # The kernel computes lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + e),
         # which with e = epsilon * sqrt(1 - b2^t) is the rule above rearranged.
         tf.raw_ops.ResourceApplyAdam(
@@ -166,9 +202,10 @@ def _adam_rule(
         new_v = beta2 * v.read() + (1 - beta2) * tf.square(update)
         m.assign(new_m)
         v.assign(new_v)
-        param.assign_sub(
-            _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
-        )
+        step = _adam_step(new_m, new_v, lr, epsilon, beta1_power, beta2_power)
+        if decay is not None:
+            step += decay * param.read()
+        param.assign_sub(step)
 
 
 def _adam_step(

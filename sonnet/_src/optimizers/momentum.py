@@ -28,8 +28,10 @@ class Momentum(base.Optimizer):
     indexed rows of the parameter and of its accumulator.
 
     Args:
-      learning_rate: Step size: real number, scalar tensor or `tf.Variable`
-        (tracked; assign it to change it). Cast to each update's dtype.
+      learning_rate: Step size: real number, scalar tensor, `tf.Variable`
+        (tracked; assign it to change it) or a schedule (a callable, see
+        `snt.optimizers.schedules`; it adds a `step` variable). Cast to each
+        update's dtype.
       momentum: Decay of the accumulator, same kinds of values; 0 gives SGD.
       use_nesterov: Python bool: use Nesterov momentum
         (arXiv:1212.0901); default False.
@@ -51,7 +53,9 @@ class Momentum(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.learning_rate, self._scheduled = opt_utils.learning_rate(learning_rate)
+        if self._scheduled:
+            self.step = opt_utils.step_counter()
         self.momentum = opt_utils.hyper_parameter("momentum", momentum)
         self.use_nesterov = checks.flag("use_nesterov", use_nesterov)
         self.accumulated_momentum: list[tf.Variable] = []
@@ -78,9 +82,12 @@ class Momentum(base.Optimizer):
         checked = opt_utils.check_updates_parameters(updates, parameters)
         self._initialize(parameters)
         opt_utils.check_same_parameters(parameters, self.accumulated_momentum)
+        learning_rate = self.learning_rate
+        if self._scheduled:
+            learning_rate = opt_utils.advance_schedule(learning_rate, self.step)
         hyper = opt_utils.CastCache(
             lambda dtype: (
-                opt_utils.cast(self.learning_rate, dtype),
+                opt_utils.cast(learning_rate, dtype),
                 opt_utils.cast(self.momentum, dtype),
             )
         )

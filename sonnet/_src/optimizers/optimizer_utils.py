@@ -50,6 +50,46 @@ def hyper_parameter(argument: str, value: Any) -> Any:
     return value
 
 
+def learning_rate(value: Any) -> tuple[Any, bool]:
+    """Checks a `learning_rate`; returns `(value, is_schedule)`.
+
+    A schedule is any callable other than a class (tensors and variables are
+    not callable); every other value is a `hyper_parameter`. Optimizers decide
+    once, here, which of the two they hold, so that `apply` with a plain rate
+    pays one attribute read for the feature.
+    """
+    if not callable(value):
+        return hyper_parameter("learning_rate", value), False
+    checks.function(
+        "learning_rate",
+        value,
+        "must be a real number, a scalar tensor, a `tf.Variable` or a schedule "
+        "(an instance, not a class, called as `schedule(step)`)",
+    )
+    return value, True
+
+
+def step_counter() -> tf.Variable:
+    """The int64 scalar `step` variable (name `t`, in the caller's scope): the
+    number of `apply` calls so far."""
+    return tf.Variable(tf.constant(0, tf.int64), trainable=False, name="t")
+
+
+def scheduled_rate(schedule: Callable[[tf.Tensor], Any], step: tf.Variable) -> Any:
+    """`schedule(step)` at the current value of `step`, checked to be a real
+    scalar (a tensor of unknown rank is taken as is)."""
+    return checks.real("learning_rate(step)", schedule(tf.convert_to_tensor(step)))
+
+
+def advance_schedule(schedule: Callable[[tf.Tensor], Any], step: tf.Variable) -> Any:
+    """For optimizers whose only use of `step` is the schedule: the rate of
+    this `apply` (`schedule(step)`), then `step += 1`."""
+    check_replicated("step", step)
+    rate = scheduled_rate(schedule, step)
+    step.assign_add(1, read_value=False)
+    return rate
+
+
 # ---------------------------------------------------------------------------
 # `apply` checks.
 

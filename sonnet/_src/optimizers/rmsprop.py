@@ -32,8 +32,9 @@ class RMSProp(base.Optimizer):
     only the indexed rows of the parameter and its slots.
 
     Args:
-      learning_rate: Step size: real number, scalar tensor or `tf.Variable`
-        (tracked; assign it to change it).
+      learning_rate: Step size: real number, scalar tensor, `tf.Variable`
+        (tracked; assign it to change it) or a schedule (a callable, see
+        `snt.optimizers.schedules`; it adds a `step` variable).
       decay: Decay of the moving averages, in [0, 1]; default 0.9.
       momentum: Momentum of the step, >= 0; default 0 (none).
       epsilon: Added inside the square root for stability; default 1e-10.
@@ -60,7 +61,9 @@ class RMSProp(base.Optimizer):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.learning_rate, self._scheduled = opt_utils.learning_rate(learning_rate)
+        if self._scheduled:
+            self.step = opt_utils.step_counter()
         self.decay = opt_utils.hyper_parameter("decay", decay)
         self.momentum = opt_utils.hyper_parameter("momentum", momentum)
         self.epsilon = opt_utils.hyper_parameter("epsilon", epsilon)
@@ -96,9 +99,12 @@ class RMSProp(base.Optimizer):
         checked = opt_utils.check_updates_parameters(updates, parameters)
         self._initialize(parameters)
         opt_utils.check_same_parameters(parameters, self.ms)
+        learning_rate = self.learning_rate
+        if self._scheduled:
+            learning_rate = opt_utils.advance_schedule(learning_rate, self.step)
         hyper = opt_utils.CastCache(
             lambda dtype: (
-                opt_utils.cast(self.learning_rate, dtype),
+                opt_utils.cast(learning_rate, dtype),
                 opt_utils.cast(self.decay, dtype),
                 opt_utils.cast(self.momentum, dtype),
                 opt_utils.cast(self.epsilon, dtype),

@@ -15,12 +15,17 @@ class SGD(base.Optimizer):
     """Stochastic gradient descent: `parameter -= learning_rate * update`.
 
     Stateless (no slot variables). `tf.IndexedSlices` updates touch only the
-    rows they index (repeated indices add up).
+    rows they index (repeated indices add up). With a schedule as
+    `learning_rate`, the optimizer also counts its updates in `step` (int64
+    scalar `sgd/t`, made in the constructor; a checkpoint path like Adam's):
+    each `apply` uses `learning_rate(step)`, then increments `step`.
 
     Args:
-      learning_rate: Step size: a real number, a scalar tensor or a scalar
-        `tf.Variable` (tracked, so a schedule can `assign` it and the next
-        `apply` uses the new value). Cast to each update's dtype.
+      learning_rate: Step size: a real number, a scalar tensor, a scalar
+        `tf.Variable` (tracked, so training code can `assign` it and the next
+        `apply` uses the new value), or a schedule: a callable such as
+        `snt.optimizers.schedules.CosineDecay(...)`. Cast to each update's
+        dtype.
       name: Module name; default `"sgd"`.
 
     >>> w = tf.Variable([1.0, 2.0])
@@ -32,7 +37,9 @@ class SGD(base.Optimizer):
 
     def __init__(self, learning_rate: Any, name: str | None = None):
         super().__init__(name=name)
-        self.learning_rate = opt_utils.hyper_parameter("learning_rate", learning_rate)
+        self.learning_rate, self._scheduled = opt_utils.learning_rate(learning_rate)
+        if self._scheduled:
+            self.step = opt_utils.step_counter()
 
     @tf.autograph.experimental.do_not_convert
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
@@ -48,9 +55,10 @@ class SGD(base.Optimizer):
             variable is modified.
         """
         checked = opt_utils.check_updates_parameters(updates, parameters)
-        hyper = opt_utils.CastCache(
-            lambda dtype: opt_utils.cast(self.learning_rate, dtype)
-        )
+        learning_rate = self.learning_rate
+        if self._scheduled:
+            learning_rate = opt_utils.advance_schedule(learning_rate, self.step)
+        hyper = opt_utils.CastCache(lambda dtype: opt_utils.cast(learning_rate, dtype))
         opt_utils.for_each_update(
             lambda p, g: _sgd_rule(p, g, hyper), checked, parameters
         )

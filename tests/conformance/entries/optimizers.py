@@ -71,6 +71,22 @@ _OPTIMIZERS: list[tuple[str, type, Callable[[], snt.Optimizer]]] = [
         lambda: snt.optimizers.Momentum(0.1, 0.9, use_nesterov=True),
     ),
     ("Adam", snt.optimizers.Adam, lambda: snt.optimizers.Adam(0.1)),
+    (
+        "AdamW",
+        snt.optimizers.AdamW,
+        lambda: snt.optimizers.AdamW(0.1, weight_decay=0.1),
+    ),
+    (
+        # A learning-rate schedule, evaluated at the optimizer's `step` (a
+        # variable only optimizers with a schedule have) in every `apply`.
+        "SGD-schedule",
+        snt.optimizers.SGD,
+        lambda: snt.optimizers.SGD(
+            snt.optimizers.schedules.WarmupCosine(
+                0.5, warmup_steps=2, decay_steps=4, init_value=0.1
+            )
+        ),
+    ),
     ("RMSProp", snt.optimizers.RMSProp, lambda: snt.optimizers.RMSProp(0.1)),
     (
         "RMSProp-centered",
@@ -98,7 +114,7 @@ CASES = [
         call=_sparse_call,
         # De-duplicating indices uses `tf.unique`, whose output size is
         # data-dependent, which XLA cannot compile.
-        xla=name == "SGD",
+        xla=name.startswith("SGD"),
         distribute=False,
     )
     for name, cls, make in _OPTIMIZERS
