@@ -34,6 +34,11 @@ class Case:
         unknown-dims suites.
       static_axes: Input axes that must stay statically known (e.g. time for
         `snt.static_unroll`); the unknown-dims suites keep them.
+      trainable: False when the outputs have no differentiable path to the
+        trainable variables (e.g. integer outputs); the training-step suite
+        then skips the case.
+      precisions: Low-precision dtypes (names) the module supports when built
+        on inputs of that dtype, checked against float32 by a suite.
       ctor_kwargs: Valid keyword arguments such that `cls(**ctor_kwargs)`
         builds the same module as `factory` (checked by comparing reprs). The
         constructor fuzz replaces one of them at a time with junk. None when
@@ -52,6 +57,8 @@ class Case:
     tolerance: float = 1e-5
     batch_axis: int = 0
     static_axes: tuple[int, ...] = ()
+    trainable: bool = True
+    precisions: tuple[str, ...] = ("float16", "bfloat16")
     ctor_kwargs: dict[str, Any] | None = None
 
     def run(self, module: Any, *inputs: Any) -> Any:

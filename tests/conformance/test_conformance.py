@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conformance.registry import CASES, Case
+from tests.conformance.variable_counts import VARIABLE_COUNTS
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -266,3 +267,117 @@ def test_first_call_traced_with_unknown_batch(case: Case):
     traced(*inputs)
     _reset(module, snap)
     _assert_same(case, expected, traced(*inputs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_saved_model_with_unknown_batch(case: Case, tmp_path):
+    if not case.saved_model:
+        pytest.skip("case marked as not exportable")
+    module, inputs, snap = _build(case)
+    signature = tf.nest.map_structure(lambda x: _unknown_spec(case, x, "batch"), inputs)
+    export = tf.Module()
+    export.module = module
+    export.inference = tf.function(
+        lambda *a: case.run(module, *a), input_signature=list(signature)
+    )
+    _reset(module, snap)
+    tf.saved_model.save(export, str(tmp_path))
+    loaded = tf.saved_model.load(str(tmp_path))
+    expected = _reference(case, module, inputs, snap)
+    _reset(module, snap)
+    _assert_same(case, expected, loaded.inference(*inputs))
+
+
+def _float_leaves(structure: Any) -> list[tf.Tensor]:
+    leaves = tf.nest.flatten(structure, expand_composites=True)
+    return [t for t in leaves if isinstance(t, tf.Tensor) and t.dtype.is_floating]
+
+
+def _loss(case: Case, module: Any, inputs: tuple[Any, ...]) -> tf.Tensor:
+    outputs = _float_leaves(case.run(module, *inputs))
+    return tf.add_n([tf.reduce_sum(tf.square(tf.cast(t, tf.float32))) for t in outputs])
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_training_step(case: Case):
+    # Every trainable variable gets a gradient from the outputs, and a small
+    # gradient step on them lowers a loss of the outputs.
+    if not case.trainable:
+        pytest.skip("case marked as having no trainable path from outputs")
+    module, inputs, snap = _build(case)
+    trainable = [v for v in _variables(module) if v.trainable]
+    if not trainable:
+        pytest.skip("no trainable variables")
+    _reset(module, snap)
+    with tf.GradientTape() as tape:
+        loss = _loss(case, module, inputs)
+    grads = tape.gradient(loss, trainable)
+    missing = [v.name for v, g in zip(trainable, grads) if g is None]
+    assert not missing, f"no gradient for {missing}"
+    # A step that lowers the loss by about 1% to first order.
+    norm = float(tf.linalg.global_norm(grads))
+    if norm**2 <= 1e-6 * float(loss):
+        pytest.skip("the gradient vanishes at the recorded values")
+    rate = 1e-2 * float(loss) / norm**2
+    for v, g in zip(trainable, grads):
+        v.assign_sub(tf.cast(rate * tf.convert_to_tensor(g), v.dtype))
+    after = _loss(case, module, inputs)
+    if case.deterministic:
+        assert float(after) < float(loss), (float(loss), float(after))
+
+
+@pytest.mark.parametrize(
+    "dtype", [tf.float16, tf.bfloat16], ids=["float16", "bfloat16"]
+)
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_low_precision(case: Case, dtype: tf.DType):
+    # Built on low-precision inputs, a module computes in that dtype, close to
+    # the same module built on float32 inputs.
+    if dtype.name not in case.precisions:
+        pytest.skip(f"case marked as not supporting {dtype.name}")
+    if not any(
+        tf.convert_to_tensor(x).dtype == tf.float32
+        for x in tf.nest.flatten(case.inputs())
+    ):
+        pytest.skip("no float32 inputs")
+    module, inputs, snap = _build(case)
+    expected = _reference(case, module, inputs, snap)
+
+    def cast(x: Any) -> Any:
+        x = tf.convert_to_tensor(x)
+        return tf.cast(x, dtype) if x.dtype == tf.float32 else x
+
+    low_inputs = tf.nest.map_structure(cast, inputs)
+    low = case.factory()
+    case.run(low, *low_inputs)
+    low_vars, vars32 = _variables(low), _variables(module)
+    assert len(low_vars) == len(vars32)
+    for v, value in zip(low_vars, snap):
+        v.assign(tf.cast(value, v.dtype))
+    actual = case.run(low, *low_inputs)
+    low_leaves = _float_leaves(actual)
+    assert low_leaves, "no floating point outputs"
+    assert all(t.dtype in (dtype, tf.float32) for t in low_leaves)
+    if case.deterministic:
+        tolerance = 2e-2 if dtype == tf.bfloat16 else 4e-3
+        for a, e in zip(_float_leaves(actual), _float_leaves(expected)):
+            scale = (
+                max(1.0, float(tf.reduce_max(tf.abs(e))))
+                if e.shape.num_elements()
+                else 1.0
+            )
+            np.testing.assert_allclose(
+                tf.cast(a, tf.float32).numpy(),
+                tf.cast(e, tf.float32).numpy(),
+                atol=tolerance * scale * 4,
+                rtol=tolerance * 4,
+            )
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_variable_count(case: Case):
+    module, _, _ = _build(case)
+    assert case.id in VARIABLE_COUNTS, (
+        f"add {case.id!r}: {len(_variables(module))} to variable_counts.py"
+    )
+    assert len(_variables(module)) == VARIABLE_COUNTS[case.id]

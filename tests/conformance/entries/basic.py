@@ -93,6 +93,7 @@ CASES = [
         # Evaluation returns `x` itself; `tf.identity` gives strategy.run a
         # per-replica output to compare.
         call=lambda m, x: tf.identity(m(x, is_training=False)),
+        trainable=False,  # The rate variable is unused in evaluation.
         ctor_kwargs={"rate": tf.Variable(0.25), "noise_shape": [2, 1, 3]},
     ),
     Case(

@@ -103,6 +103,10 @@ CASES = [
         inputs=_dense_inputs,
         call=_dense_call,
         distribute=False,
+        # The outputs are the parameters after an update, and the parameters
+        # are float32: the training-step and low-precision suites do not apply.
+        trainable=False,
+        precisions=(),
     )
     for name, cls, make in _OPTIMIZERS
 ] + [
@@ -116,6 +120,8 @@ CASES = [
         # data-dependent, which XLA cannot compile.
         xla=name.startswith("SGD"),
         distribute=False,
+        trainable=False,
+        precisions=(),
     )
     for name, cls, make in _OPTIMIZERS
 ]
