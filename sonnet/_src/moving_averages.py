@@ -27,20 +27,63 @@ def check_decay(argument: str, decay: Any) -> Any:
     return checks.real(argument, decay)
 
 
-def _update_ops(
-    counter: tf.Variable,
-    hidden: tf.Variable,
-    average: tf.Variable,
-    value: tf.Tensor,
-    decay: Any,
+class _VariableOps:
+    """Reads and writes of `tf.Variable`s (distributed ones included)."""
+
+    @staticmethod
+    def read(variable: Any, dtype: tf.DType) -> tf.Tensor:
+        del dtype
+        return variable.read_value()
+
+    @staticmethod
+    def add(variable: Any, delta: tf.Tensor) -> None:
+        variable.assign_add(delta)
+
+    @staticmethod
+    def sub(variable: Any, delta: tf.Tensor) -> None:
+        variable.assign_sub(delta)
+
+    @staticmethod
+    def assign(variable: Any, value: tf.Tensor) -> None:
+        variable.assign(value)
+
+
+class _HandleOps:
+    """The same reads and writes, on variables' resource handles."""
+
+    @staticmethod
+    def read(handle: Any, dtype: tf.DType) -> tf.Tensor:
+        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+
+    @staticmethod
+    def add(handle: Any, delta: tf.Tensor) -> None:
+        tf.raw_ops.AssignAddVariableOp(resource=handle, value=delta)
+
+    @staticmethod
+    def sub(handle: Any, delta: tf.Tensor) -> None:
+        tf.raw_ops.AssignSubVariableOp(resource=handle, value=delta)
+
+    @staticmethod
+    def assign(handle: Any, value: tf.Tensor) -> None:
+        tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
+def _update(
+    ops: Any, counter: Any, hidden: Any, average: Any, value: tf.Tensor, decay: Any
 ) -> None:
-    """The update maths: one step of the moving average, debiased."""
-    counter.assign_add(1)
+    """The update maths, once: one step of the moving average, debiased.
+
+    `counter`, `hidden` and `average` are variables or their handles, read and
+    written through `ops` (`_VariableOps` or `_HandleOps`).
+    """
+    dtype = value.dtype
+    ops.add(counter, tf.constant(1, tf.int64))
     if isinstance(decay, (tf.Tensor, tf.Variable)):
-        decay = tf.cast(decay, value.dtype)
-    hidden.assign_sub((hidden - value) * (1 - decay))
-    base = decay if isinstance(decay, tf.Tensor) else tf.constant(decay, value.dtype)
-    average.assign(hidden / (1 - tf.pow(base, tf.cast(counter, value.dtype))))
+        decay = tf.cast(decay, dtype)
+    ops.sub(hidden, (ops.read(hidden, dtype) - value) * (1 - decay))
+    base = decay if isinstance(decay, tf.Tensor) else tf.constant(decay, dtype)
+    count = tf.cast(ops.read(counter, tf.int64), dtype)
+    ops.assign(average, ops.read(hidden, dtype) / (1 - tf.pow(base, count)))
 
 
 def _update_handles(
@@ -50,17 +93,7 @@ def _update_handles(
     value: tf.Tensor,
     decay: Any,
 ) -> None:
-    """`_update_ops` on the variables' resource handles (same ops, same order)."""
-    dtype = value.dtype
-    tf.raw_ops.AssignAddVariableOp(resource=counter, value=tf.constant(1, tf.int64))
-    if isinstance(decay, tf.Tensor):
-        decay = tf.cast(decay, dtype)
-    old = tf.raw_ops.ReadVariableOp(resource=hidden, dtype=dtype)
-    tf.raw_ops.AssignSubVariableOp(resource=hidden, value=(old - value) * (1 - decay))
-    new = tf.raw_ops.ReadVariableOp(resource=hidden, dtype=dtype)
-    base = decay if isinstance(decay, tf.Tensor) else tf.constant(decay, dtype)
-    count = tf.cast(tf.raw_ops.ReadVariableOp(resource=counter, dtype=tf.int64), dtype)
-    tf.raw_ops.AssignVariableOp(resource=average, value=new / (1 - tf.pow(base, count)))
+    _update(_HandleOps, counter, hidden, average, value, decay)
 
 
 # Inside a `tf.function` the update is one call of a function instead of a
@@ -165,7 +198,7 @@ class ExponentialMovingAverage(metrics.Metric):
             else:
                 _update_function(decay)(*handles, value)
         else:
-            _update_ops(counter, hidden, average, value, self._decay)
+            _update(_VariableOps, counter, hidden, average, value, self._decay)
 
     @property
     def value(self) -> tf.Tensor:
