@@ -79,12 +79,9 @@ class Momentum(base.Optimizer):
           ValueError / TypeError: naming the offending entry, before any
             variable is modified.
         """
-        checked = opt_utils.check_updates_parameters(updates, parameters)
-        self._initialize(parameters)
-        opt_utils.check_same_parameters(parameters, self.accumulated_momentum)
-        learning_rate = self.learning_rate
-        if self._scheduled:
-            learning_rate = opt_utils.advance_schedule(learning_rate, self.step)
+        checked, learning_rate = opt_utils.begin_apply(
+            self, updates, parameters, self.accumulated_momentum
+        )
         hyper = opt_utils.CastCache(
             lambda dtype: (
                 opt_utils.cast(learning_rate, dtype),

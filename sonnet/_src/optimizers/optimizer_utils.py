@@ -90,6 +90,26 @@ def advance_schedule(schedule: Callable[[tf.Tensor], Any], step: tf.Variable) ->
     return rate
 
 
+def begin_apply(
+    optimizer: Any,
+    updates: Sequence[Any],
+    parameters: Sequence[tf.Variable],
+    slots: Sequence[tf.Variable] | None = None,
+) -> tuple[list[Update], Any]:
+    """The opening of an `apply` whose only use of `step` is a schedule (SGD,
+    Momentum, RMSProp): checks the call, creates the slots on the first one
+    (`optimizer._initialize(parameters)`, when `slots` is given) and checks
+    they match, then returns the checked updates and this step's rate."""
+    checked = check_updates_parameters(updates, parameters)
+    if slots is not None:
+        optimizer._initialize(parameters)  # The caller's own.
+        check_same_parameters(parameters, slots)
+    learning_rate = optimizer.learning_rate
+    if optimizer._scheduled:  # The caller's own.
+        learning_rate = advance_schedule(learning_rate, optimizer.step)
+    return checked, learning_rate
+
+
 # ---------------------------------------------------------------------------
 # `apply` checks.
 

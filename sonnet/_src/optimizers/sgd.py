@@ -54,10 +54,7 @@ class SGD(base.Optimizer):
           ValueError / TypeError: naming the offending entry, before any
             variable is modified.
         """
-        checked = opt_utils.check_updates_parameters(updates, parameters)
-        learning_rate = self.learning_rate
-        if self._scheduled:
-            learning_rate = opt_utils.advance_schedule(learning_rate, self.step)
+        checked, learning_rate = opt_utils.begin_apply(self, updates, parameters)
         hyper = opt_utils.CastCache(lambda dtype: opt_utils.cast(learning_rate, dtype))
         opt_utils.for_each_update(
             lambda p, g: _sgd_rule(p, g, hyper), checked, parameters
