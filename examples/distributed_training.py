@@ -3,7 +3,7 @@
     python examples/distributed_training.py                # 4 virtual CPU replicas
     python examples/distributed_training.py --replicas 2
     python examples/distributed_training.py --workers 2    # 2 processes
-    python examples/distributed_training.py --quick        # a few seconds, for tests
+    python examples/distributed_training.py --quick        # a few seconds of training
     python examples/distributed_training.py --data cifar-10-python.tar.gz \\
         --widths 64 64 128 128 --strides 1 2 1 2 --steps 5000
 
@@ -24,7 +24,8 @@ with `strategy.reduce`.
 Images: the 8x8 digits upsampled to 16x16 and repeated over 3 channels by
 default, or CIFAR-10 (`--data`). The network is narrow by default so that a CPU
 run takes a minute or two. Writes `loss.png` to `--out` (default
-`examples/out/distributed_training`).
+`examples/out/distributed_training`) and, from the chief, TensorBoard logs to
+`--logdir`.
 """
 
 from __future__ import annotations
@@ -40,21 +41,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
-import tqdm
-
-import sonnet as snt
-
-import datasets
-import plots
+import tools
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="CIFAR-10 tarball/folder/.npz (optional)")
-    parser.add_argument("--steps", type=int, help="training steps (default 400)")
-    parser.add_argument("--quick", action="store_true", help="a few seconds' run")
+    tools.add_common_arguments(parser, "distributed_training")
     parser.add_argument("--replicas", type=int, default=4, help="virtual CPUs")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
     parser.add_argument("--task-index", type=int, help=argparse.SUPPRESS)
@@ -62,13 +54,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--widths", type=int, nargs="+", default=[16, 32, 32])
     parser.add_argument("--strides", type=int, nargs="+", default=[1, 2, 1])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--out", default=os.path.join("examples", "out", "distributed_training")
-    )
     args = parser.parse_args()
-    if args.steps is None:
-        args.steps = 40 if args.quick else 400
+    tools.finish_arguments(args, steps=400, quick_steps=40)
     if len(args.widths) != len(args.strides):
         parser.error("--widths and --strides need one value per layer each")
     return args
@@ -115,6 +102,23 @@ def launch_workers(command: list[str], num_workers: int) -> int:
         return 1
     return 0
 
+
+# The command line is read before TensorFlow loads (seconds): `--help` and
+# mistakes in arguments answer at once, and the launcher of `--workers N`
+# needs no TensorFlow.
+if __name__ == "__main__":
+    ARGS = parse_args()
+    if ARGS.workers > 1 and ARGS.task_index is None:
+        sys.exit(launch_workers([sys.executable, *sys.argv], ARGS.workers))
+tools.import_tensorflow()
+
+import numpy as np
+import tensorflow as tf
+
+import sonnet as snt
+
+import datasets
+import plots
 
 # ---------------------------------------------------------------------------
 # Training (one process, or one of the workers).
@@ -257,13 +261,18 @@ def train(args: argparse.Namespace) -> None:
     )
     batches = iter(strategy.experimental_distribute_dataset(train_data))
 
+    # Only the chief writes TensorBoard logs; elsewhere `tf.summary` calls
+    # find no default writer and do nothing.
+    writer = tools.tensorboard(args.logdir) if chief else None
     losses = []
     start = time.perf_counter()
-    with tqdm.trange(args.steps, desc="training", disable=not chief) as bar:
+    with tools.progress(args.steps, quiet=not chief) as bar:
         for step in bar:
             losses.append(float(train_step(next(batches))))
             if step % 10 == 0:
                 bar.set_postfix(loss=f"{np.mean(losses[-10:]):.3f}")
+            if (step + 1) % 10 == 0:
+                tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
     elapsed = time.perf_counter() - start
 
     correct = total = 0
@@ -275,18 +284,21 @@ def train(args: argparse.Namespace) -> None:
         print(f"trained {args.steps} steps in {elapsed:.1f}s")
         print(f"test accuracy: {correct / total:.4f} ({correct}/{total})")
         print(f"replicas in sync: {bool(np.all(sums == sums[0]))} ({replicas} copies)")
+        # Traced (not run) in the strategy's scope, on the per-replica batch.
+        per_replica = max(1, args.batch_size // replicas)
+        spec = tf.TensorSpec([per_replica, *data.x_train.shape[1:]])
+        with strategy.scope():
+            table = str(snt.summary(model, spec, is_training=False))
+        print(table)
+        tools.write_table("model/summary", table)
+        tf.summary.scalar("test/accuracy", correct / total, step=args.steps)
+        assert writer is not None
+        writer.flush()
         path = os.path.join(args.out, "loss.png")
         title = f"training loss, {replicas} replicas"
         plots.save_curve(path, losses, "cross-entropy", title)
-        print(f"wrote {path}")
-
-
-def main() -> None:
-    args = parse_args()
-    if args.workers > 1 and args.task_index is None:
-        sys.exit(launch_workers([sys.executable, *sys.argv], args.workers))
-    train(args)
+        print(f"wrote {path}; TensorBoard logs in {args.logdir}")
 
 
 if __name__ == "__main__":
-    main()
+    train(ARGS)

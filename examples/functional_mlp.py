@@ -2,7 +2,7 @@
 
     python examples/functional_mlp.py                    # Adam, about 98% test accuracy
     python examples/functional_mlp.py --optimizer sgd
-    python examples/functional_mlp.py --quick            # a few seconds, for tests
+    python examples/functional_mlp.py --quick            # a few seconds of training
 
 The JAX/Haiku style on TensorFlow: `snt.functional.transform` turns a module into
 a pair of pure functions, `init(inputs) -> params` and
@@ -18,11 +18,30 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from typing import Any
+
+import tools
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    tools.add_common_arguments(parser, "functional_mlp")
+    parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    tools.finish_arguments(args, steps=1500, quick_steps=100)
+    return args
+
+
+# The command line is read before TensorFlow loads (seconds): `--help` and
+# mistakes in arguments answer at once.
+if __name__ == "__main__":
+    ARGS = parse_args()
+tools.import_tensorflow()
 
 import numpy as np
 import tensorflow as tf
-import tqdm
 
 import sonnet as snt
 
@@ -30,25 +49,7 @@ import datasets
 import plots
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="MNIST/CIFAR-10 .npz or tarball (optional)")
-    parser.add_argument("--steps", type=int, help="training steps (default 1500)")
-    parser.add_argument("--quick", action="store_true", help="a few seconds' run")
-    parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--out", default=os.path.join("examples", "out", "functional_mlp")
-    )
-    args = parser.parse_args()
-    if args.steps is None:
-        args.steps = 100 if args.quick else 1500
-    return args
-
-
-def main() -> None:
-    args = parse_args()
+def main(args: argparse.Namespace) -> None:
     tf.random.set_seed(args.seed)
     data = datasets.load(args.data)
     x_train = data.x_train.reshape(len(data.x_train), -1)
@@ -65,6 +66,12 @@ def main() -> None:
         "parameters:",
         ", ".join(f"{k.deref().name} {v.shape}" for k, v in params.items()),
     )
+    # `apply` runs the module on the params it is given (here, their specs).
+    spec = tf.TensorSpec([args.batch_size, x_train.shape[1]])
+    table = str(snt.summary(model.apply, params, spec))
+    print(table)
+    writer = tools.tensorboard(args.logdir)
+    tools.write_table("model/summary", table)
 
     if args.optimizer == "adam":
         optimizer = snt.functional.adam(learning_rate=1e-3)
@@ -88,21 +95,27 @@ def main() -> None:
 
     losses = []
     batches = iter(datasets.batches(x_train, data.y_train, args.batch_size, args.seed))
-    with tqdm.trange(args.steps, desc="training", mininterval=0.5) as bar:
+    start = time.perf_counter()
+    with tools.progress(args.steps) as bar:
         for step in bar:
             images, labels = next(batches)
             params, opt_state, loss = train_step(params, opt_state, images, labels)
             losses.append(float(loss))
             if step % 25 == 0:
                 bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
+            if (step + 1) % 10 == 0:
+                tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
 
+    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
     predicted = np.argmax(predict(params, x_test), axis=1)
     accuracy = float(np.mean(predicted == data.y_test))
     print(f"test accuracy: {accuracy:.4f}")
+    tf.summary.scalar("test/accuracy", accuracy, step=args.steps)
+    writer.flush()
     path = os.path.join(args.out, "loss.png")
     plots.save_curve(path, losses, "cross-entropy", f"training loss ({args.optimizer})")
-    print(f"wrote {path}")
+    print(f"wrote {path}; TensorBoard logs in {args.logdir}")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

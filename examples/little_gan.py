@@ -1,7 +1,7 @@
 """A little GAN on handwritten digits, with a spectrally normalised discriminator.
 
     python examples/little_gan.py            # about a minute on a laptop CPU
-    python examples/little_gan.py --quick    # a few seconds, for tests
+    python examples/little_gan.py --quick    # a few seconds of training
 
 The generator is an `snt.nets.MLP` from a 32-d Gaussian code to 8x8 images. The
 discriminator is built from `SNLinear`, a user-defined module whose weights are
@@ -10,7 +10,9 @@ iteration per call (Miyato et al. 2018, arXiv:1802.05957) — the kind of
 layer Sonnet leaves to users, written with `snt.Module` and `@snt.once`.
 
 Writes `samples.png` to `--out` (default `examples/out/little_gan`): one row of
-samples from the same fixed codes at several points of training.
+samples from the same fixed codes at several points of training; TensorBoard
+logs to `--logdir`. A quick run is far too short for the generator to learn to
+use its codes: its samples all look alike, and the script says so.
 """
 
 from __future__ import annotations
@@ -18,10 +20,30 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import time
+
+import tools
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    tools.add_common_arguments(parser, "little_gan")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--latent-size", type=int, default=32)
+    parser.add_argument("--snapshots", type=int, default=5, help="rows in samples.png")
+    args = parser.parse_args()
+    tools.finish_arguments(args, steps=3000, quick_steps=60)
+    return args
+
+
+# The command line is read before TensorFlow loads (seconds): `--help` and
+# mistakes in arguments answer at once.
+if __name__ == "__main__":
+    ARGS = parse_args()
+tools.import_tensorflow()
 
 import numpy as np
 import tensorflow as tf
-import tqdm
 
 import sonnet as snt
 
@@ -104,24 +126,7 @@ class Discriminator(snt.Module):
         return x[:, 0]
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="MNIST/CIFAR-10 .npz or tarball (optional)")
-    parser.add_argument("--steps", type=int, help="training steps (default 3000)")
-    parser.add_argument("--quick", action="store_true", help="a few seconds' run")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--latent-size", type=int, default=32)
-    parser.add_argument("--snapshots", type=int, default=5, help="rows in samples.png")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join("examples", "out", "little_gan"))
-    args = parser.parse_args()
-    if args.steps is None:
-        args.steps = 60 if args.quick else 3000
-    return args
-
-
-def main() -> None:
-    args = parse_args()
+def main(args: argparse.Namespace) -> None:
     tf.random.set_seed(args.seed)
     data = datasets.load(args.data)
     image_shape = data.x_train.shape[1:]
@@ -138,8 +143,18 @@ def main() -> None:
         pixels = tf.sigmoid(generator(codes))
         return tf.reshape(pixels, [-1, *image_shape])
 
+    # Traced on specs, nothing run: this also builds both networks.
+    writer = tools.tensorboard(args.logdir)
+    for name, net, spec in [
+        ("generator", generator, [args.batch_size, args.latent_size]),
+        ("discriminator", discriminator, [args.batch_size, *image_shape]),
+    ]:
+        table = str(snt.summary(net, tf.TensorSpec(spec)))
+        print(table)
+        tools.write_table(f"{name}/summary", table)
+
     @tf.function
-    def train_step(real: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def train_step(real: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         codes = tf.random.normal([tf.shape(real)[0], args.latent_size])
         with tf.GradientTape(persistent=True) as tape:
             fake = generate(codes)
@@ -154,7 +169,12 @@ def main() -> None:
         g_params = generator.trainable_variables
         d_optimizer.apply(tape.gradient(d_loss, d_params), d_params)
         g_optimizer.apply(tape.gradient(g_loss, g_params), g_params)
-        return d_loss, g_loss
+        # How often D tells real from fake (0.5: it cannot; 1: G has lost).
+        d_accuracy = 0.5 * (
+            tf.reduce_mean(tf.cast(real_logits > 0, tf.float32))
+            + tf.reduce_mean(tf.cast(fake_logits < 0, tf.float32))
+        )
+        return d_loss, g_loss, d_accuracy
 
     fixed_codes = tf.random.normal([10, args.latent_size], seed=args.seed)
     snapshot_steps = set(np.linspace(0, args.steps, args.snapshots).astype(int))
@@ -165,29 +185,65 @@ def main() -> None:
         labels.append(f"step {step}")
 
     batches = iter(datasets.batches(data.x_train, data.y_train, args.batch_size))
-    with tqdm.trange(args.steps, desc="training", mininterval=0.5) as bar:
+    start = time.perf_counter()
+    with tools.progress(args.steps) as bar:
         for step in bar:
             if step in snapshot_steps:
                 snapshot(step)
             images, _ = next(batches)
-            history.append([float(loss) for loss in train_step(images)])
+            history.append([float(value) for value in train_step(images)])
+            if (step + 1) % 10 == 0:
+                d_loss, g_loss, d_accuracy = np.mean(history[-10:], axis=0)
+                tf.summary.scalar("train/discriminator_loss", d_loss, step=step + 1)
+                tf.summary.scalar("train/generator_loss", g_loss, step=step + 1)
+                tf.summary.scalar(
+                    "train/discriminator_accuracy", d_accuracy, step=step + 1
+                )
             if step % 50 == 0:
-                d_loss, g_loss = np.mean(history[-50:], axis=0)
+                d_loss, g_loss, _ = np.mean(history[-50:], axis=0)
                 bar.set_postfix(d_loss=f"{d_loss:.3f}", g_loss=f"{g_loss:.3f}")
+    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
     snapshot(args.steps)
 
     if history:
-        d_loss, g_loss = np.mean(history[-50:], axis=0)
-        print(f"final losses: discriminator {d_loss:.3f}, generator {g_loss:.3f}")
+        d_loss, g_loss, d_accuracy = np.mean(history[-50:], axis=0)
+        print(
+            f"final losses: discriminator {d_loss:.3f}, generator {g_loss:.3f} "
+            f"(discriminator accuracy {d_accuracy:.2f})"
+        )
     samples = np.concatenate(rows)
+    final = samples[-len(fixed_codes) :]
+    tf.summary.image("samples", final, step=args.steps, max_outputs=len(final))
+    writer.flush()
     print(
-        f"sample pixel mean {samples[-10:].mean():.3f} "
+        f"sample pixel mean {final.mean():.3f} "
         f"(training images: {data.x_train.mean():.3f})"
     )
+    # Early in training (and in a collapsed GAN) every code gives about the
+    # same image: compare how far apart samples are with how far apart real
+    # images are.
+    spread = _mean_distance(final)
+    real_spread = _mean_distance(data.x_train[: len(final)])
+    print(
+        f"sample diversity {spread / real_spread:.2f} (mean distance between "
+        "samples / between training images)"
+    )
+    if spread < 0.3 * real_spread:
+        print(
+            "the samples are nearly all alike: too little training for the "
+            "generator to spread out (try --steps 3000), or a collapsed GAN"
+        )
     path = os.path.join(args.out, "samples.png")
     plots.save_image_grid(path, samples, columns=10, row_labels=labels)
-    print(f"wrote {path}")
+    print(f"wrote {path}; TensorBoard logs in {args.logdir}")
+
+
+def _mean_distance(images: np.ndarray) -> float:
+    """Mean Euclidean distance between the images, over all pairs."""
+    flat = images.reshape(len(images), -1)
+    distances = np.linalg.norm(flat[:, None] - flat[None, :], axis=-1)
+    return float(distances.sum() / (len(flat) * (len(flat) - 1)))
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

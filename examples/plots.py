@@ -11,22 +11,54 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+
+# A moving average over fewer points than this is as noisy as the points.
+_MIN_WINDOW = 5
 
 
 def save_curve(path: str, values: Sequence[float], ylabel: str, title: str) -> None:
-    """Plots one value per step, with a moving average to show the trend."""
+    """Plots one value per step, with a moving average to show the trend.
+
+    The average spans 1/50 of the run; on runs too short for a window of at
+    least 5 steps it is left out rather than drawn over a handful of points.
+    """
     y = np.asarray(values, dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(y, alpha=0.3, label="per step")
-    window = max(1, len(y) // 50)
-    if len(y) >= window:
+    ax.plot(y, alpha=0.3 if len(y) >= 50 * _MIN_WINDOW else 0.8, label="per step")
+    window = len(y) // 50
+    if window >= _MIN_WINDOW:
         smooth = np.convolve(y, np.ones(window) / window, mode="valid")
         ax.plot(np.arange(window - 1, len(y)), smooth, label=f"mean of {window}")
-    if np.all(y > 0):
+    if len(y) and np.all(y > 0):
         ax.set_yscale("log")  # Shows progress long after the first fast drop.
+        _readable_log_ticks(ax)
     ax.set(xlabel="step", ylabel=ylabel, title=title)
     ax.legend()
     _save(fig, path)
+
+
+def save_evaluations(
+    path: str, steps: Sequence[int], series: dict[str, Sequence[float]]
+) -> None:
+    """One panel per evaluated quantity (e.g. test loss, test accuracy)."""
+    fig, axes = plt.subplots(
+        1, len(series), figsize=(4.5 * len(series), 3.5), squeeze=False
+    )
+    for ax, (name, values) in zip(axes[0], series.items()):
+        ax.plot(steps, values, marker="o")
+        ax.set(xlabel="step", title=name)
+        ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def _readable_log_ticks(ax: plt.Axes) -> None:
+    """Labels log-scale ticks at 1, 2 and 5 times powers of ten, as plain
+    numbers (0.2, 0.5, 1) instead of matplotlib's sparse `10^-1` labels,
+    which on a range under a decade may label no tick at all."""
+    ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def save_image_grid(
@@ -36,6 +68,7 @@ def save_image_grid(
     titles: Sequence[str] | None = None,
     title_colors: Sequence[str] | None = None,
     row_labels: Sequence[str] | None = None,
+    title: str | None = None,
 ) -> None:
     """Writes `images` (`[N, H, W]` or `[N, H, W, C]`, values in [0, 1]) as a grid."""
     images = np.clip(np.asarray(images, dtype=np.float32), 0.0, 1.0)
@@ -58,6 +91,8 @@ def save_image_grid(
     if row_labels is not None:
         for label, ax in zip(row_labels, axes[:, 0]):
             ax.set_ylabel(label, fontsize=8)
+    if title is not None:
+        fig.suptitle(title, fontsize=10)
     _save(fig, path)
 
 

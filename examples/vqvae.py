@@ -1,7 +1,7 @@
 """A small VQ-VAE on handwritten digits, with `snt.nets.VectorQuantizerEMA`.
 
     python examples/vqvae.py            # under a minute on a laptop CPU
-    python examples/vqvae.py --quick    # a few seconds, for tests
+    python examples/vqvae.py --quick    # a few seconds of training
 
 A convolutional encoder maps each 8x8 digit to a 4x4 grid of 16-d vectors; the
 vector quantizer replaces each vector by its nearest codebook entry (the codebook
@@ -11,17 +11,35 @@ reconstruction error plus the quantizer's commitment loss (van den Oord et al.
 2017, arXiv:1711.00937).
 
 Writes `reconstructions.png` to `--out` (default `examples/out/vqvae`):
-test digits above their reconstructions.
+test digits above their reconstructions; TensorBoard logs to `--logdir`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
+
+import tools
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    tools.add_common_arguments(parser, "vqvae")
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    tools.finish_arguments(args, steps=1000, quick_steps=80)
+    return args
+
+
+# The command line is read before TensorFlow loads (seconds): `--help` and
+# mistakes in arguments answer at once.
+if __name__ == "__main__":
+    ARGS = parse_args()
+tools.import_tensorflow()
 
 import numpy as np
 import tensorflow as tf
-import tqdm
 
 import sonnet as snt
 
@@ -76,28 +94,18 @@ class VQVAE(snt.Module):
         }
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="MNIST/CIFAR-10 .npz or tarball (optional)")
-    parser.add_argument("--steps", type=int, help="training steps (default 1000)")
-    parser.add_argument("--quick", action="store_true", help="a few seconds' run")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join("examples", "out", "vqvae"))
-    args = parser.parse_args()
-    if args.steps is None:
-        args.steps = 80 if args.quick else 1000
-    return args
-
-
-def main() -> None:
-    args = parse_args()
+def main(args: argparse.Namespace) -> None:
     tf.random.set_seed(args.seed)
     data = datasets.load(args.data)
     # Dividing by the data variance makes the reconstruction loss scale-free.
     data_variance = float(np.var(data.x_train))
     model = VQVAE(channels=data.x_train.shape[-1])
     optimizer = snt.optimizers.Adam(1e-3)
+    image_spec = tf.TensorSpec([args.batch_size, *data.x_train.shape[1:]])
+    table = str(snt.summary(model, image_spec, is_training=True))
+    print(table)
+    writer = tools.tensorboard(args.logdir)
+    tools.write_table("model/summary", table)
 
     @tf.function
     def train_step(images: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -107,23 +115,28 @@ def main() -> None:
             loss = error / data_variance + out["vq_loss"]
         params = model.trainable_variables  # The codebook is not among them.
         optimizer.apply(tape.gradient(loss, params), params)
-        return {"error": error, "perplexity": out["perplexity"]}
+        return {"loss": loss, "error": error, "perplexity": out["perplexity"]}
 
     @tf.function
     def reconstruct(images: tf.Tensor) -> dict[str, tf.Tensor]:
         return model(images, is_training=False)
 
     batches = iter(datasets.batches(data.x_train, data.y_train, args.batch_size))
-    with tqdm.trange(args.steps, desc="training", mininterval=0.5) as bar:
+    start = time.perf_counter()
+    with tools.progress(args.steps) as bar:
         for step in bar:
             images, _ = next(batches)
             stats = train_step(images)
+            if (step + 1) % 10 == 0:
+                for name, value in stats.items():
+                    tf.summary.scalar(f"train/{name}", value, step=step + 1)
             if step % 25 == 0:
                 bar.set_postfix(
                     error=f"{float(stats['error']):.4f}",
                     perplexity=f"{float(stats['perplexity']):.1f}",
                 )
 
+    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
     out = reconstruct(data.x_test)
     error = float(tf.reduce_mean((out["reconstruction"] - data.x_test) ** 2))
     baseline = float(np.mean((data.x_train.mean(axis=0) - data.x_test) ** 2))
@@ -135,6 +148,9 @@ def main() -> None:
         f"codebook perplexity on the test set: {float(out['perplexity']):.1f} "
         f"of {model.quantizer.num_embeddings} codes"
     )
+    tf.summary.scalar("test/reconstruction_error", error, step=args.steps)
+    tf.summary.scalar("test/perplexity", out["perplexity"], step=args.steps)
+    writer.flush()
 
     shown = 12
     recon = np.clip(out["reconstruction"].numpy()[:shown], 0.0, 1.0)
@@ -145,8 +161,8 @@ def main() -> None:
         columns=shown,
         row_labels=["original", "reconstructed"],
     )
-    print(f"wrote {path}")
+    print(f"wrote {path}; TensorBoard logs in {args.logdir}")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -6,6 +6,11 @@ during tracing get the module's prefix) while remaining `tf.function` objects
 (so `get_concrete_function` keeps working). TF offers no public hook for that;
 `Function._decorate` does exactly this and is what `tf.Module` itself uses.
 If it ever disappears we rebuild the function from its public attributes.
+
+`snt.summary` counts the FLOPs of the functions a traced op calls (a
+`tf.function` call, `tf.cond` branches, a `tf.while_loop` body): finding the
+graph of a library function by name (`Graph._get_function`) has no public API
+either; without it those ops would count as 0 FLOPs.
 """
 
 from __future__ import annotations
@@ -51,3 +56,53 @@ def mark_do_not_convert(f: Any) -> Any:
     """
     f.autograph_info__ = None
     return f
+
+
+# Ops that call functions of the graph's library (`tf.function` calls,
+# `tf.cond`/`tf.case` branches, `tf.while_loop` conditions and bodies).
+_CALLING_OPS = frozenset(
+    {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
+    | {"Case", "StatelessCase", "While", "StatelessWhile"}
+)
+
+
+def called_graphs(op: tf.Operation) -> dict[str, list[Any]]:
+    """The graphs of the functions `op` calls, by the attribute naming them.
+
+    E.g. `{"cond": [...], "body": [...]}` for a while loop, `{"f": [...]}` for
+    a `tf.function` call. A function's graph comes from the graph library
+    (`Graph._get_function(name).graph`, which has no public counterpart);
+    functions whose graphs cannot be found are left out. Ops that call none
+    give `{}`.
+    """
+    graph: Any = op.graph
+    if op.type not in _CALLING_OPS and not _find_function(graph, op.type):
+        return {}
+    names: dict[str, list[str]] = {}
+    if op.type not in _CALLING_OPS:
+        names["f"] = [op.type]  # A function called by name, as an op.
+    for key, value in op.node_def.attr.items():
+        if value.HasField("func"):
+            names[key] = [value.func.name]
+        elif value.HasField("list") and value.list.func:
+            names[key] = [f.name for f in value.list.func]
+    result: dict[str, list[Any]] = {}
+    for key, function_names in names.items():
+        graphs = [
+            getattr(_find_function(graph, n), "graph", None) for n in function_names
+        ]
+        found = [g for g in graphs if g is not None]
+        if found:
+            result[key] = found
+    return result
+
+
+def _find_function(graph: Any, name: str) -> Any:
+    """The library function `name` of `graph` or of a graph it is nested in."""
+    while graph is not None:
+        get = getattr(graph, "_get_function", None)
+        function = get(name) if get is not None else None
+        if function is not None:
+            return function
+        graph = getattr(graph, "outer_graph", None)
+    return None
