@@ -12,6 +12,7 @@ from sonnet import nets as nets
 from sonnet import optimizers as optimizers
 from sonnet import pad as pad
 from sonnet import regularizers as regularizers
+from sonnet._src.attention import AttentionCache, MultiHeadAttention
 from sonnet._src.axis_norm import InstanceNorm, LayerNorm
 from sonnet._src.base import Module, Optimizer, allow_empty_variables, no_name_scope
 from sonnet._src.batch_apply import BatchApply, merge_leading_dims, split_leading_dim
@@ -28,6 +29,7 @@ from sonnet._src.dropout import Dropout
 from sonnet._src.embed import Embed
 from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
 from sonnet._src.group_norm import GroupNorm
+from sonnet._src.keras_layer import KerasLayer
 from sonnet._src.linear import Linear
 from sonnet._src.metrics import Mean, Metric, Sum
 from sonnet._src.moving_averages import ExponentialMovingAverage
@@ -47,12 +49,16 @@ from sonnet._src.recurrent.unroll import dynamic_unroll, static_unroll
 from sonnet._src.recurrent.unrolled_lstm import UnrolledLSTM
 from sonnet._src.recurrent.vanilla import VanillaRNN
 from sonnet._src.reshape import Flatten, Reshape, flatten, reshape
+from sonnet._src.rms_norm import RMSNorm
+from sonnet._src.rotary import RotaryEmbedding, apply_rotary_embedding
 from sonnet._src.sequential import Sequential
+from sonnet._src.summary import summary
 from sonnet._src.variable_table import format_variables, log_variables
 
 __version__ = "2.1.0.dev0"
 
 __all__ = [
+    "AttentionCache",
     "BaseBatchNorm",
     "BatchApply",
     "BatchNorm",
@@ -76,6 +82,7 @@ __all__ = [
     "GRU",
     "GroupNorm",
     "InstanceNorm",
+    "KerasLayer",
     "LSTM",
     "LSTMState",
     "LayerNorm",
@@ -83,9 +90,12 @@ __all__ = [
     "Mean",
     "Metric",
     "Module",
+    "MultiHeadAttention",
     "Optimizer",
+    "RMSNorm",
     "RNNCore",
     "Reshape",
+    "RotaryEmbedding",
     "Sequential",
     "Sum",
     "TrainableState",
@@ -93,6 +103,7 @@ __all__ = [
     "UnrolledRNN",
     "VanillaRNN",
     "allow_empty_variables",
+    "apply_rotary_embedding",
     "build",
     "custom_variable_getter",
     "deep_rnn_with_residual_connections",
@@ -118,6 +129,7 @@ __all__ = [
     "scale_gradient",
     "split_leading_dim",
     "static_unroll",
+    "summary",
 ]
 
 # Keep the implementation package out of `snt`'s attributes (importing a

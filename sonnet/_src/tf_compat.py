@@ -7,6 +7,11 @@ during tracing get the module's prefix) while remaining `tf.function` objects
 `Function._decorate` does exactly this and is what `tf.Module` itself uses.
 If it ever disappears we rebuild the function from its public attributes.
 
+`snt.KerasLayer` gives Keras 3 the module's own `tf.Variable`s: Keras has
+no public way to make a Keras variable backed by an existing `tf.Variable`
+(its constructor copies the value into a new one), so `keras_variable_of`
+overrides the hook that creates the storage (`_initialize_with_initializer`).
+
 `snt.summary` counts the FLOPs of the functions a traced op calls (a
 `tf.function` call, `tf.cond` branches, a `tf.while_loop` body): finding the
 graph of a library function by name (`Graph._get_function`) has no public API
@@ -106,3 +111,35 @@ def _find_function(graph: Any, name: str) -> Any:
             return function
         graph = getattr(graph, "outer_graph", None)
     return None
+
+
+_keras_variable_class: Any = None
+
+
+def keras_variable_of(variable: tf.Variable) -> Any:
+    """A `keras.Variable` whose storage is `variable` itself (not a copy).
+
+    Reads, Keras optimizer updates and `load_weights` go to `variable`. The
+    Keras name is the variable's, with "/" (not allowed there) as ".".
+    """
+    global _keras_variable_class
+    if _keras_variable_class is None:
+        import keras  # noqa: PLC0415 (Keras only for `snt.KerasLayer`)
+
+        class ModuleVariable(keras.Variable):  # pyright: ignore[reportGeneralTypeIssues]
+            def __init__(self, existing: tf.Variable):
+                self._existing = existing
+                super().__init__(
+                    initializer=lambda shape, dtype: None,
+                    shape=existing.shape,
+                    dtype=existing.dtype.name,
+                    trainable=existing.trainable,
+                    name=existing.name.split(":")[0].replace("/", "."),
+                )
+
+            def _initialize_with_initializer(self, initializer: Any) -> None:
+                del initializer
+                self._initialize(self._existing)
+
+        _keras_variable_class = ModuleVariable
+    return _keras_variable_class(variable)

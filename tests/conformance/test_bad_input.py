@@ -637,6 +637,12 @@ FUNCTIONS = [
         propagates=("inputs",),
     ),
     FunctionCase(
+        "apply_rotary_embedding",
+        snt.apply_rotary_embedding,
+        lambda: {"x": _x(2, 3, 2, 4), "positions": tf.range(3), "base": 100.0},
+        propagates=("x",),
+    ),
+    FunctionCase(
         "merge_leading_dims",
         snt.merge_leading_dims,
         lambda: {"x": _x(2, 3, 4), "num_dims": 2},

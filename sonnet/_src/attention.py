@@ -1,0 +1,700 @@
+"""`snt.MultiHeadAttention` (with grouped-query heads, rotary embeddings and a
+decoding cache) and its cache, `snt.AttentionCache`.
+
+API as planned (Haiku's argument names), with one behaviour to note: with a
+`cache`, attention is always causal (each new query sees the filled positions
+up to and including its own), whatever `causal` says; `causal` matters only
+without a cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from sonnet._src import base, checks, linear, once, utils
+from sonnet._src import rotary as rotary_lib
+
+_HALF_DTYPES = frozenset([tf.float16, tf.bfloat16])
+_EINSUM = tf.raw_ops.Einsum
+_BATCH_MAT_MUL = tf.raw_ops.BatchMatMulV2
+_BIAS_ADD = tf.raw_ops.BiasAdd
+_RESHAPE = tf.raw_ops.Reshape
+_SELECT = tf.raw_ops.SelectV2
+_SOFTMAX = tf.raw_ops.Softmax
+_CAST = tf.raw_ops.Cast
+_MUL = tf.raw_ops.Mul
+
+# Einsum equations: (logits, weighted values). Letters: b batch, t query time,
+# s key time, h heads, n key/value heads, g query heads per key/value head,
+# k key features, v value features.
+_MHA_EQUATIONS = ("bthk,bshk->bhts", "bhts,bshv->bthv")
+_GQA_EQUATIONS = ("btngk,bsnk->bngts", "bngts,bsnv->btngv")
+
+# Causal masks of eager calls are cached per (T, S, device) up to this size.
+_MAX_CACHED_MASK = 1 << 20
+
+
+class AttentionCache(NamedTuple):
+    """Keys and values of the positions decoded so far, for `snt.MultiHeadAttention`.
+
+    An explicit state: pass it to a call with `cache=` and use the cache that
+    call returns for the next one (as `snt.RNNCore` threads its state). Make
+    the first with `MultiHeadAttention.initial_cache`.
+
+    Attributes:
+      key: `[B, max_length, num_kv_heads, key_size]`: projected (and, with
+        `rotary=True`, rotated) keys; positions `>= index` are unused.
+      value: `[B, max_length, num_kv_heads, value_size]`: projected values.
+      index: int32 scalar: how many positions are filled (the position of the
+        next query).
+
+    >>> mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    >>> cache = mha.initial_cache(batch_size=1, max_length=8)
+    >>> cache.key.shape, int(cache.index)
+    (TensorShape([1, 8, 2, 4]), 0)
+    """
+
+    key: tf.Tensor
+    value: tf.Tensor
+    index: tf.Tensor
+
+
+def _dims(x: tf.Tensor, count: int) -> list[Any]:
+    """The first `count` dimensions of `x`: ints where static, else tensors."""
+    static = x.shape.as_list()[:count]
+    if None not in static:
+        return static
+    dynamic = tf.shape(x)
+    return [dynamic[i] if d is None else d for i, d in enumerate(static)]
+
+
+@functools.lru_cache(maxsize=256)
+def _eager_shape(shape: tuple[int, ...]) -> tf.Tensor:
+    return tf.constant(shape, tf.int32)
+
+
+def _reshape(x: tf.Tensor, shape: tuple[Any, ...]) -> tf.Tensor:
+    """`tf.reshape`; eagerly with a cached shape tensor (a Python list would
+    take the slow, converting path of the op's dispatch on every call)."""
+    if type(x) is linear.EAGER_TENSOR:
+        return _RESHAPE(tensor=x, shape=_eager_shape(shape))
+    return _RESHAPE(tensor=x, shape=list(shape))
+
+
+@functools.lru_cache(maxsize=16)
+def _eager_causal_mask(time: int, key_time: int, device: str) -> tf.Tensor:
+    with tf.device(device):
+        return _causal_mask(time, key_time)
+
+
+def _causal_mask(time: Any, key_time: Any, positions: Any = None) -> tf.Tensor:
+    """`[T, S]` bools: query `i`, at position `positions[i]` (default `i`),
+    sees the keys at positions up to its own."""
+    rows = tf.range(time) if positions is None else positions
+    return tf.expand_dims(rows, 1) >= tf.expand_dims(tf.range(key_time), 0)
+
+
+class MultiHeadAttention(base.Module):
+    """Multi-head dot-product attention (Vaswani et al., 2017), also grouped-query.
+
+    Queries, keys and values are projected (by `snt.Linear`s named `query`,
+    `key`, `value`) into `num_heads` query heads and `num_kv_heads` key/value
+    heads; each query head attends with weights
+    `softmax(q . k / sqrt(key_size))` over the key positions, and the heads'
+    results are concatenated and projected by the `output` `snt.Linear`.
+    `num_kv_heads=1` is multi-query attention (Shazeer, 2019), and
+    `1 < num_kv_heads < num_heads` grouped-query attention (Ainslie et al.,
+    2023): query head `h` uses key/value head `h // (num_heads //
+    num_kv_heads)`, as in Keras' `GroupQueryAttention`.
+
+    Masking: a `mask` (True = attend) and `causal=True` (query `i` sees keys
+    `j <= i`) are combined. A query whose keys are all masked out gets equal
+    weights on all `S` keys (the mean of the values), as in Haiku and Keras,
+    never NaN. For float16/bfloat16 inputs, the softmax is computed in
+    float32 and its result cast back.
+
+    Rotary position embeddings (`rotary=True`, `snt.apply_rotary_embedding`)
+    rotate the projected queries and keys by their positions: `0 .. T - 1` for
+    queries and `0 .. S - 1` for keys, offset by the cache's `index` when
+    decoding.
+
+    Incremental decoding: make a cache with `initial_cache` and pass it as
+    `cache=` to self-attention calls; each call writes its keys and values at
+    positions `[index, index + T)`, attends causally over the filled
+    positions, and returns `(outputs, new_cache)`. Shapes stay fixed (the
+    cache has `max_length` positions), so a decoding step compiles once under
+    `tf.function` and XLA.
+
+    Args:
+      num_heads: Number of query heads, a positive int.
+      key_size: Features per head of the queries and keys, a positive int
+        (even with `rotary=True`). Logits are scaled by `1 / sqrt(key_size)`.
+      value_size: Features per head of the values. Default None means
+        `key_size`.
+      model_size: Size of the outputs (of the `output` projection). Default
+        None means `key_size * num_heads`.
+      num_kv_heads: Number of key/value heads; must divide `num_heads`.
+        Default None means `num_heads` (standard multi-head attention).
+      w_init: Initializer for the projections' weights. Default None means
+        `snt.Linear`'s default (truncated normal, `stddev = 1 / sqrt(fan_in)`).
+      with_bias: Whether the projections have biases. Default True, as
+        `snt.Linear` (many recent models use False).
+      b_init: Initializer for the biases (default zeros); only with
+        `with_bias=True`.
+      rotary: Whether to apply rotary position embeddings to the queries and
+        keys. Default False (positions come from elsewhere, or none).
+      rotary_base: The rotary wavelength scale; default 10000.0 (Su et al.,
+        2021).
+      name: Module name (default `multi_head_attention`).
+
+    Shapes:
+      query `[B, T, Dq]`, key `[B, S, Dk]`, value `[B, S, Dv]`; mask
+      broadcastable to `[B, num_heads, T, S]` -> outputs
+      `[B, T, model_size]`, in the dtype of the inputs.
+
+    Attributes:
+      query, key, value, output: the `snt.Linear` projections (`query/w` is
+      `[Dq, num_heads * key_size]`, `key/w` `[Dk, num_kv_heads * key_size]`,
+      `value/w` `[Dv, num_kv_heads * value_size]`, `output/w`
+      `[num_heads * value_size, model_size]`), created on the first call.
+
+    >>> mha = snt.MultiHeadAttention(num_heads=4, key_size=8)
+    >>> x = tf.random.normal([2, 5, 16])
+    >>> mha(x, causal=True).shape
+    TensorShape([2, 5, 32])
+    >>> [v.name for v in mha.variables][:2]
+    ['multi_head_attention/key/b:0', 'multi_head_attention/key/w:0']
+
+    Decoding one position at a time:
+
+    >>> cache = mha.initial_cache(batch_size=2, max_length=5)
+    >>> y, cache = mha(x[:, :1], cache=cache)
+    >>> y.shape, int(cache.index)
+    (TensorShape([2, 1, 32]), 1)
+    """
+
+    # The dtype of the first inputs; None until the module is built.
+    _dtype: tf.DType | None = None
+    # The last dimensions of the first query, key and value.
+    _sizes: tuple[Any, Any, Any]
+
+    def __init__(
+        self,
+        num_heads: int,
+        key_size: int,
+        value_size: int | None = None,
+        model_size: int | None = None,
+        num_kv_heads: int | None = None,
+        w_init: linear.Initializer | None = None,
+        with_bias: bool = True,
+        b_init: linear.Initializer | None = None,
+        rotary: bool = False,
+        rotary_base: float = 10000.0,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self.num_heads = checks.size("num_heads", num_heads)
+        self.key_size = checks.size("key_size", key_size)
+        value = checks.optional_size("value_size", value_size)
+        self.value_size = self.key_size if value is None else value
+        size = checks.optional_size("model_size", model_size)
+        self.model_size = self.key_size * self.num_heads if size is None else size
+        kv_heads = checks.optional_size("num_kv_heads", num_kv_heads)
+        self.num_kv_heads = self.num_heads if kv_heads is None else kv_heads
+        if self.num_heads % self.num_kv_heads:
+            raise utils.bad_value(
+                "num_kv_heads",
+                f"must divide `num_heads` ({self.num_heads})",
+                num_kv_heads,
+            )
+        self.with_bias = checks.flag("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
+        checks.initializer("b_init", b_init)
+        if not self.with_bias and b_init is not None:
+            raise utils.bad_value(
+                "b_init", "must be None when `with_bias=False` (no biases)", b_init
+            )
+        self.w_init = w_init
+        self.b_init = b_init
+        self.rotary = checks.flag("rotary", rotary)
+        self.rotary_base = rotary_lib.check_base(rotary_base, "rotary_base")
+        if self.rotary and self.key_size % 2:
+            raise utils.bad_value(
+                "key_size",
+                "must be even with `rotary=True` (features are rotated in pairs)",
+                key_size,
+            )
+        self._groups = self.num_heads // self.num_kv_heads
+        self._scale = 1.0 / math.sqrt(self.key_size)
+        self._equations = _MHA_EQUATIONS if self._groups == 1 else _GQA_EQUATIONS
+        # Projections split into heads: `[B, T, *shape]`. Grouped queries are
+        # `[B, T, num_kv_heads, groups, key_size]`.
+        self._query_shape = (
+            (self.num_heads, self.key_size)
+            if self._groups == 1
+            else (self.num_kv_heads, self._groups, self.key_size)
+        )
+        self._key_shape = (self.num_kv_heads, self.key_size)
+        self._heads_size = self.num_heads * self.value_size
+        self._value_shape = (self.num_kv_heads, self.value_size)
+
+        def projection(output_size: int, name: str) -> linear.Linear:
+            return linear.Linear(
+                output_size,
+                with_bias=self.with_bias,
+                w_init=w_init,
+                b_init=b_init,
+                name=name,
+            )
+
+        self.query = projection(self.num_heads * self.key_size, "query")
+        self.key = projection(self.num_kv_heads * self.key_size, "key")
+        self.value = projection(self.num_kv_heads * self.value_size, "value")
+        self.output = projection(self.model_size, "output")
+
+    def initial_cache(
+        self, batch_size: int | tf.Tensor, max_length: int, dtype: Any = tf.float32
+    ) -> AttentionCache:
+        """An empty decoding cache (zeros, `index` 0) for self-attention calls.
+
+        Needs no built module: the sizes come from the constructor.
+
+        Args:
+          batch_size: Batch size `B`, an int or a scalar integer tensor (e.g.
+            `tf.shape(x)[0]`).
+          max_length: Number of positions the cache holds, a positive int;
+            calls that would write past it raise.
+          dtype: Dtype of the cached keys and values: that of the inputs the
+            module is (or will be) called with. Default float32.
+
+        Returns:
+          An `snt.AttentionCache` with `key` `[B, max_length, num_kv_heads,
+          key_size]`, `value` `[B, max_length, num_kv_heads, value_size]` and
+          `index` 0 (int32).
+        """
+        batch = checks.tensor_size("batch_size", batch_size)
+        length = checks.size("max_length", max_length)
+        dtype = checks.dtype("dtype", dtype, floating=True)
+        heads = self.num_kv_heads
+        return AttentionCache(
+            key=tf.zeros([batch, length, heads, self.key_size], dtype),
+            value=tf.zeros([batch, length, heads, self.value_size], dtype),
+            index=tf.zeros([], tf.int32),
+        )
+
+    @once.once
+    def _initialize(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor) -> None:
+        # The inputs were checked by `_first_inputs`.
+        dtype = query.dtype
+        self.query._initialize(query)
+        self.key._initialize(key)
+        self.value._initialize(value)
+        heads_output = np.zeros([0, self._heads_size], dtype.as_numpy_dtype)
+        self.output._initialize(heads_output)
+        self._sizes = (query.shape[-1], key.shape[-1], value.shape[-1])
+        self._softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
+        self._dtype = dtype
+        linear.eager_tensor_type()
+
+    @base.no_name_scope
+    @utils.no_autograph
+    def __call__(
+        self,
+        query: tf.Tensor,
+        key: tf.Tensor | None = None,
+        value: tf.Tensor | None = None,
+        mask: tf.Tensor | None = None,
+        *,
+        causal: bool = False,
+        cache: AttentionCache | None = None,
+    ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
+        """Attends from `query` to `key`/`value` (default: self-attention).
+
+        Args:
+          query: `[B, T, Dq]` float tensor.
+          key: `[B, S, Dk]`. Default None means `query` (self-attention).
+          value: `[B, S, Dv]`. Default None means `key`.
+          mask: Optional boolean tensor, True where query `t` may attend to key
+            `s`, broadcast (NumPy style, aligned on the right) against
+            `[B, num_heads, T, S]`: rank 2 is `[T, S]`, rank 3
+            `[num_heads, T, S]`, rank 4 `[B, num_heads, T, S]`, with any axis
+            of size 1 shared. A Keras-style `[B, T, S]` mask is
+            `mask[:, None]`. With a cache, `S` is the cache's `max_length`.
+          causal: Whether query `i` sees only keys `j <= i` (as
+            `np.tril(ones([T, S]))`). Default False. With a cache, attention
+            is causal in any case (see the class docstring).
+          cache: Optional `snt.AttentionCache` (self-attention only): the
+            call's keys and values are written at `[index, index + T)` and
+            queries attend over positions `< index + T`, causally.
+
+        Returns:
+          `[B, T, model_size]` outputs in the dtype of `query`; with a cache,
+          `(outputs, new_cache)` where `new_cache.index` is `index + T`.
+
+        Raises:
+          ValueError: for inputs of the wrong rank or size, a mask of rank
+            other than 2, 3 or 4 or not broadcastable, a cache that does not
+            match the module or the query, a cache given with `key` or
+            `value`, or a call that would overflow the cache (eagerly; in a
+            graph a `tf.debugging` assertion fails, and under XLA positions
+            past the end are dropped).
+          TypeError: for inputs of another dtype than the first call's, or a
+            non-boolean mask.
+        """
+        # The name scope only names traced ops: eager calls skip it.
+        if tf.executing_eagerly():
+            return self._attend(query, key, value, mask, causal, cache)
+        with self.name_scope:
+            return self._attend(query, key, value, mask, causal, cache)
+
+    @base.no_name_scope
+    def _attend(
+        self,
+        query: Any,
+        key: Any,
+        value: Any,
+        mask: Any,
+        causal: Any,
+        cache: Any,
+    ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
+        inputs = query
+        query = _as_tensor("query", query)
+        if cache is not None and not (
+            (key is None or key is inputs)
+            and (value is None or value is inputs or value is key)
+        ):
+            raise utils.bad_value(
+                "cache",
+                "is only for self-attention: `key` and `value` must be None",
+                cache,
+            )
+        key = query if key is None or key is inputs else _as_tensor("key", key)
+        value = key if value is None else _as_tensor("value", value)
+        # Everything is checked before the first call builds the module, so
+        # that a failed first call leaves it unbuilt.
+        dtype = self._dtype
+        built = dtype is not None
+        if dtype is None:
+            dtype, sizes = _first_inputs(query, key, value)
+        else:
+            sizes = self._sizes
+        query_size, key_size, value_size = sizes
+        _check_input("query", query, query_size, dtype)
+        if key is not query:
+            _check_input("key", key, key_size, dtype)
+            _check_same_dims("key", key, query, 1)
+        if value is not key:
+            _check_input("value", value, value_size, dtype)
+            _check_same_dims("value", value, key, 2)
+        causal = checks.flag("causal", causal)
+        length: Any = None
+        if cache is not None:
+            key_cache, value_cache, index, length = self._check_cache(
+                cache, query, dtype
+            )
+        user_mask = None
+        if mask is not None:
+            user_mask = self._check_mask(mask, query, key, length)
+        if not built:
+            self._initialize(query, key, value)
+
+        batch, time = _dims(query, 2)
+        q = _project(self.query, query, (batch, time, *self._query_shape))
+        k_time = time if key is query else _dims(key, 2)[1]
+        k = _project(self.key, key, (batch, k_time, *self._key_shape))
+        v = _project(self.value, value, (batch, k_time, *self._value_shape))
+
+        positions: Any = None
+        if cache is not None:
+            positions = tf.range(time) + index
+        if self.rotary:
+            q, k = self._rotate(q, k, positions, time, k_time)
+        q = _MUL(x=q, y=self._scale)
+
+        if cache is not None:
+            k, v = _write(key_cache, value_cache, k, v, positions, batch, time)
+            attend = _causal_mask(time, length, positions)
+        elif causal:
+            attend = _causal(time, k_time, q)
+        else:
+            attend = None
+        if user_mask is not None:
+            attend = user_mask if attend is None else tf.logical_and(user_mask, attend)
+
+        logits_equation, output_equation = self._equations
+        logits = _EINSUM(inputs=[q, k], equation=logits_equation)
+        softmax_dtype = self._softmax_dtype
+        if softmax_dtype is not logits.dtype:  # DTypes are interned.
+            logits = _CAST(x=logits, DstT=softmax_dtype)
+        if attend is not None:
+            logits = _SELECT(condition=attend, t=logits, e=softmax_dtype.min)
+        weights = _SOFTMAX(logits=logits)
+        if weights.dtype is not v.dtype:
+            weights = _CAST(x=weights, DstT=v.dtype)
+        heads = _EINSUM(inputs=[weights, v], equation=output_equation)
+        heads = _reshape(heads, (batch, time, self._heads_size))
+        outputs = _dense(self.output, heads)
+        if cache is None:
+            return outputs
+        return outputs, AttentionCache(k, v, index + time)
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _rotate(
+        self, q: tf.Tensor, k: tf.Tensor, positions: Any, time: Any, k_time: Any
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Queries and keys rotated by their positions (`snt.apply_rotary_embedding`).
+
+        Queries and keys share the tables when they have the same positions:
+        with a cache, or in self-attention.
+        """
+        dtype = rotary_lib.compute_dtype(k.dtype)
+        base, size = self.rotary_base, self.key_size
+        # Keys are `[B, S, heads, size]`: one axis between time and features.
+        tables = rotary_lib.rotation(positions, k_time, size, base, dtype, 2, k)
+        k = rotary_lib.rotate_by(k, *tables)
+        shared = (
+            positions is not None
+            or k_time is time
+            or (isinstance(time, int) and k_time == time)
+        )
+        if not shared:
+            tables = rotary_lib.rotation(
+                None, time, size, base, dtype, q.shape.rank - 2, q
+            )
+        elif self._groups > 1:  # Queries `[B, T, kv_heads, groups, size]`.
+            tables = tuple(tf.expand_dims(t, -2) for t in tables)
+        return rotary_lib.rotate_by(q, *tables), k
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _check_cache(
+        self, cache: Any, query: tf.Tensor, dtype: tf.DType
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any]:
+        """The cache's key, value, int32 index and length, checked."""
+        if not isinstance(cache, (tuple, list)) or len(cache) != 3:
+            raise utils.bad_type(
+                "cache",
+                "must be an `snt.AttentionCache` from `initial_cache`",
+                cache,
+            )
+        key_cache, value_cache, index = cache
+        key_cache = _cache_tensor(key_cache, dtype, self.num_kv_heads, self.key_size)
+        value_cache = _cache_tensor(
+            value_cache, dtype, self.num_kv_heads, self.value_size
+        )
+        _check_same_dims("cache", key_cache, query, 1)
+        _check_same_dims("cache", value_cache, key_cache, 2)
+        index = _cache_index(index)
+        length = _dims(key_cache, 2)[1]
+        time = query.shape[1]
+        known = tf.get_static_value(index)
+        if known is not None and time is not None and not isinstance(length, tf.Tensor):
+            if not 0 <= known <= length - time:
+                raise checks.invalid_argument(
+                    "cache",
+                    f"has room for {length} positions: with {known} filled, it "
+                    f"cannot take {time} more (make it with a larger "
+                    "`max_length`)",
+                    f"index={known}",
+                )
+        else:
+            tf.debugging.assert_non_negative(index, message="`cache.index` < 0")
+            tf.debugging.assert_less_equal(
+                index + _dims(query, 2)[1],
+                tf.cast(length, tf.int32),
+                message="`cache` overflow: index + T > max_length",
+            )
+        return key_cache, value_cache, index, length
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _check_mask(
+        self, mask: Any, query: tf.Tensor, key: tf.Tensor, length: Any
+    ) -> tf.Tensor:
+        """`mask` as a boolean tensor that broadcasts against the logits."""
+        if mask is None or isinstance(mask, (str, bytes)):
+            raise utils.bad_type("mask", "must be a boolean tensor", mask)
+        mask = utils.to_tensor("mask", mask)
+        if mask.dtype != tf.bool:
+            raise utils.bad_type(
+                "mask",
+                "must be a boolean tensor (True where attention is allowed)",
+                mask,
+            )
+        shape = mask.shape
+        rank = shape.rank
+        if rank not in (2, 3, 4):
+            raise utils.bad_value(
+                "mask",
+                "must have rank 2 `[T, S]`, 3 `[H, T, S]` or 4 `[B, H, T, S]`",
+                shape,
+            )
+        key_time = key.shape[1] if length is None else length
+        if isinstance(key_time, tf.Tensor):
+            key_time = None
+        target = [query.shape[0], self.num_heads, query.shape[1], key_time]
+        for m, t in zip(shape.as_list(), target[-rank:]):
+            if m is not None and t is not None and m not in (1, t):
+                raise utils.bad_value(
+                    "mask",
+                    f"must broadcast against `[B, num_heads, T, S]` = {target}",
+                    shape,
+                )
+        if self._groups == 1 or rank == 2:
+            return mask
+        # Grouped-query logits are `[B, num_kv_heads, groups, T, S]`.
+        if rank == 3:
+            mask = tf.expand_dims(mask, 0)
+        if mask.shape[1] == 1:
+            return tf.expand_dims(mask, 2)
+        dims = _dims(mask, 4)
+        if mask.shape[1] is None:
+            mask = tf.broadcast_to(mask, [dims[0], self.num_heads, dims[2], dims[3]])
+        return tf.reshape(
+            mask, [dims[0], self.num_kv_heads, self._groups, dims[2], dims[3]]
+        )
+
+
+def _first_inputs(
+    query: tf.Tensor, key: tf.Tensor, value: tf.Tensor
+) -> tuple[tf.DType, tuple[int, int, int]]:
+    """The dtype and feature sizes of the first inputs, which build the module."""
+    sizes = []
+    for argument, x in (("query", query), ("key", key), ("value", value)):
+        shape = x.shape
+        if shape.rank != 3:
+            raise utils.bad_value(argument, "must have rank 3 `[B, T, D]`", shape)
+        if not x.dtype.is_floating:
+            raise checks.invalid_argument_type(
+                argument, "must have a floating point dtype", x
+            )
+        if shape[-1] is None:
+            raise utils.bad_value(
+                argument,
+                "must have a known last dimension on the first call, which "
+                "creates the weights",
+                shape,
+            )
+        sizes.append(shape[-1])
+    return query.dtype, (sizes[0], sizes[1], sizes[2])
+
+
+def _check_input(argument: str, x: tf.Tensor, size: int, dtype: tf.DType) -> None:
+    """Checks a query, key or value against the module's (or first) inputs."""
+    shape = x.shape
+    if shape.rank != 3:
+        raise utils.bad_value(argument, "must have rank 3 `[B, T, D]`", shape)
+    if x.dtype is not dtype and x.dtype != dtype:
+        raise checks.invalid_argument_type(
+            argument, f"must have dtype {dtype.name}, as `query` on the first call", x
+        )
+    if shape[-1] not in (None, size):
+        raise checks.invalid_argument(
+            argument,
+            f"must have last dimension {size}, as on the first call (which "
+            "created the weights)",
+            shape,
+        )
+
+
+def _as_tensor(argument: str, x: Any) -> tf.Tensor:
+    if type(x) is linear.EAGER_TENSOR or isinstance(x, tf.Tensor):
+        return x
+    if x is None or isinstance(x, (str, bytes)):
+        raise utils.bad_type(argument, "must be a float tensor `[B, T, D]`", x)
+    return utils.to_tensor(argument, x)
+
+
+def _check_same_dims(argument: str, x: tf.Tensor, other: tf.Tensor, count: int) -> None:
+    """Raises unless `x` and `other` agree on their first `count` dimensions."""
+    for a, b in zip(x.shape.as_list()[:count], other.shape.as_list()[:count]):
+        if a is not None and b is not None and a != b:
+            raise utils.bad_value(
+                argument,
+                f"must match the leading dimensions of the other inputs "
+                f"({other.shape.as_list()[:count]})",
+                x.shape,
+            )
+
+
+def _dense(module: linear.Linear, x: tf.Tensor) -> tf.Tensor:
+    """`module(x)` for `[B, T, D]` inputs, with the kernels only."""
+    y = _BATCH_MAT_MUL(x=x, y=module.w)
+    if module.with_bias:
+        y = _BIAS_ADD(value=y, bias=module.b)
+    return y
+
+
+def _project(module: linear.Linear, x: tf.Tensor, shape: tuple[Any, ...]) -> tf.Tensor:
+    """`module(x)` split into heads, `[B, T, *heads, size]` (as `shape`)."""
+    y = _BATCH_MAT_MUL(x=x, y=module.w)
+    if module.with_bias:
+        y = _BIAS_ADD(value=y, bias=module.b)
+    return _reshape(y, shape)
+
+
+def _causal(time: Any, key_time: Any, like: tf.Tensor) -> tf.Tensor:
+    if (
+        type(time) is int
+        and type(key_time) is int
+        and time * key_time <= _MAX_CACHED_MASK
+        and tf.executing_eagerly()
+    ):
+        return _eager_causal_mask(time, key_time, like.device)
+    return _causal_mask(time, key_time)
+
+
+def _cache_tensor(x: Any, dtype: tf.DType, heads: int, size: int) -> tf.Tensor:
+    if x is None or isinstance(x, (str, bytes)):
+        raise utils.bad_type("cache", "must hold tensors", x)
+    x = utils.to_tensor("cache", x)
+    shape = x.shape
+    if shape.rank != 4:
+        raise utils.bad_value(
+            "cache", "must hold keys and values of rank 4 `[B, L, heads, size]`", shape
+        )
+    if x.dtype != dtype:
+        raise utils.bad_type(
+            "cache", f"must hold {dtype.name} keys and values (the inputs' dtype)", x
+        )
+    if shape[2] not in (None, heads) or shape[3] not in (None, size):
+        raise utils.bad_value(
+            "cache",
+            f"must hold keys and values of shape `[B, L, {heads}, size]` (for "
+            "this module's `num_kv_heads`, `key_size` and `value_size`)",
+            shape,
+        )
+    return x
+
+
+def _cache_index(index: Any) -> tf.Tensor:
+    if index is None or isinstance(index, (str, bytes)):
+        raise utils.bad_type("cache", "must have an integer `index`", index)
+    index = utils.to_tensor("cache", index)
+    if not index.dtype.is_integer:
+        raise utils.bad_type("cache", "must have an integer `index`", index)
+    if index.shape.rank != 0:
+        raise utils.bad_value("cache", "must have a scalar `index`", index)
+    return index if index.dtype == tf.int32 else tf.cast(index, tf.int32)
+
+
+def _write(
+    key_cache: tf.Tensor,
+    value_cache: tf.Tensor,
+    keys: tf.Tensor,
+    values: tf.Tensor,
+    positions: tf.Tensor,
+    batch: Any,
+    time: Any,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The caches with `keys`/`values` `[B, T, ...]` written at `positions`."""
+    rows = tf.broadcast_to(tf.expand_dims(tf.range(batch), 1), [batch, time])
+    columns = tf.broadcast_to(tf.expand_dims(positions, 0), [batch, time])
+    indices = tf.stack([rows, columns], axis=-1)
+    return (
+        tf.tensor_scatter_nd_update(key_cache, indices, keys),
+        tf.tensor_scatter_nd_update(value_cache, indices, values),
+    )
