@@ -271,30 +271,6 @@ def test_unknown_channels():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    st.sampled_from(
-        [
-            "axis",
-            "create_scale",
-            "create_offset",
-            "eps",
-            "scale_init",
-            "offset_init",
-            "data_format",
-            "name",
-        ]
-    ),
-    bad_input.junk(),
-)
-def test_junk_constructor_arguments(argument, value):
-    kwargs = {"axis": -1, "create_scale": True, "create_offset": False}
-    kwargs[argument] = value
-    ok, module = bad_input.outcome(lambda: snt.LayerNorm(**kwargs), [argument])
-    if ok:
-        bad_input.outcome(lambda: module(tf.ones([2, 3])), ["inputs", "axis"])
-
-
-@settings(max_examples=25, deadline=None)
-@given(
     st.sampled_from(["add", "drop", "dtype", "channels", "other"]),
     st.sampled_from([tf.float64, tf.int32, tf.bool, tf.string, tf.complex64]),
 )

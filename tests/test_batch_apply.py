@@ -7,11 +7,8 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
-from tests.conformance import bad_input
 
 
 def _x(*shape: int) -> tf.Tensor:
@@ -186,16 +183,3 @@ def test_bad_module():
         snt.BatchApply(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"`module` must be a module or function \(not"):
         snt.BatchApply(snt.Linear)  # type: ignore[arg-type]
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {"module": st.one_of(st.just(tf.identity), bad_input.junk())},
-        optional={"num_dims": bad_input.junk(), "name": bad_input.junk()},
-    )
-)
-def test_constructor_junk(kwargs):
-    ok, apply = bad_input.outcome(lambda: snt.BatchApply(**kwargs), kwargs)
-    if ok:
-        assert apply(_x(2, 3, 4)).shape == [2, 3, 4]

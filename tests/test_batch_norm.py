@@ -689,28 +689,6 @@ def test_rank_one_inputs():
 
 # Bad input fuzzing ----------------------------------------------------------------
 
-_CTOR_ARGS = [
-    "create_scale",
-    "create_offset",
-    "decay_rate",
-    "eps",
-    "scale_init",
-    "offset_init",
-    "data_format",
-    "name",
-]
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.sampled_from(_CTOR_ARGS), bad_input.junk())
-def test_junk_constructor_arguments(argument, value):
-    kwargs = {"create_scale": True, "create_offset": False, argument: value}
-    ok, module = bad_input.outcome(lambda: snt.BatchNorm(**kwargs), [argument])
-    if ok:
-        x = tf.ones([2, 2, 2, 3])
-        bad_input.outcome(lambda: module(x, is_training=True), ["inputs"])
-
-
 @settings(max_examples=25, deadline=None)
 @given(
     st.sampled_from(["add", "drop", "dtype", "channels", "spatial"]),

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
 from sonnet._src.bias import calculate_bias_shape
@@ -178,27 +176,6 @@ def test_integer_spellings():
 def test_bad_constructor_arguments(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         snt.Bias(**kwargs)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "output_size": bad_input.junk(),
-            "bias_dims": bad_input.junk(),
-            "b_init": bad_input.junk(),
-            "name": bad_input.junk(),
-        },
-    )
-)
-def test_constructor_and_first_call_junk(kwargs):
-    ok, bias = bad_input.outcome(lambda: snt.Bias(**kwargs), kwargs)
-    if ok:
-        x = tf.ones([2, 3])
-        ok, y = bad_input.outcome(lambda: bias(x), [*kwargs, "inputs"])
-        if ok:
-            assert y.shape == x.shape
 
 
 def test_first_call_bad_dtype_and_initializer():

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
 from tests.conformance import bad_input
@@ -164,25 +162,3 @@ def test_call_errors():
     with pytest.raises(ValueError, match="`inputs`"):
         net(tf.ones([1, 4, 4, 4]), is_training=True)
     bad_input.assert_unchanged(net, before)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.sampled_from(
-        [
-            "num_classes",
-            "w_init",
-            "b_init",
-            "data_format",
-            "output_channels",
-            "strides",
-            "name",
-        ]
-    ),
-    bad_input.junk(),
-)
-def test_junk_constructor_arguments(argument, value):
-    kwargs = {"output_channels": (2,), "strides": (1,), argument: value}
-    if argument in ("output_channels", "strides"):
-        kwargs.pop("strides" if argument == "output_channels" else "output_channels")
-    bad_input.outcome(lambda: snt.nets.Cifar10ConvNet(**kwargs), [argument])

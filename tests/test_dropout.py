@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
-from tests.conformance import bad_input
 
 
 def test_repr():
@@ -130,28 +127,6 @@ def test_bad_arguments_fail_on_the_first_training_call(kwargs, error, fragment):
         dropout(x, is_training=True)
     with pytest.raises(error, match=fragment):  # Until they are fixed.
         dropout(x, is_training=True)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {"rate": st.one_of(st.just(0.5), bad_input.junk())},
-        optional={
-            "noise_shape": bad_input.junk(),
-            "seed": bad_input.junk(),
-            "name": bad_input.junk(),
-        },
-    )
-)
-def test_constructor_and_call_junk(kwargs):
-    ok, dropout = bad_input.outcome(lambda: snt.Dropout(**kwargs), kwargs)
-    if ok:
-        x = tf.ones([2, 2])
-        ok, y = bad_input.outcome(
-            lambda: dropout(x, is_training=True), [*kwargs, "x", "is_training"]
-        )
-        if ok:
-            assert y.shape == x.shape
 
 
 def test_bad_is_training():

@@ -5,12 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
 from sonnet._src.embed import embedding_dim
-from tests.conformance import bad_input
 
 
 def test_repr():
@@ -170,27 +167,6 @@ def test_densified_gradients_in_tf_function():
 def test_bad_constructor_arguments(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         snt.Embed(**kwargs)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {"vocab_size": st.one_of(st.just(4), bad_input.junk())},
-        optional={
-            "embed_dim": bad_input.junk(),
-            "existing_vocab": bad_input.junk(),
-            "densify_gradients": bad_input.junk(),
-            "initializer": bad_input.junk(),
-            "trainable": bad_input.junk(),
-            "dtype": bad_input.junk(),
-            "name": bad_input.junk(),
-        },
-    )
-)
-def test_constructor_junk(kwargs):
-    ok, embed = bad_input.outcome(lambda: snt.Embed(**kwargs), kwargs)
-    if ok:
-        assert embed(tf.constant([0])).shape == [1, embed.embed_dim]
 
 
 @pytest.mark.parametrize(

@@ -209,32 +209,6 @@ def test_call_errors():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    st.sampled_from(
-        [
-            "groups",
-            "axis",
-            "create_scale",
-            "create_offset",
-            "eps",
-            "scale_init",
-            "offset_init",
-            "data_format",
-            "name",
-        ]
-    ),
-    bad_input.junk(),
-)
-def test_junk_constructor_arguments(argument, value):
-    kwargs = {"groups": 2, argument: value}
-    ok, module = bad_input.outcome(lambda: snt.GroupNorm(**kwargs), [argument])
-    if ok:
-        bad_input.outcome(
-            lambda: module(tf.ones([2, 3, 4])), ["inputs", "axis", "groups"]
-        )
-
-
-@settings(max_examples=25, deadline=None)
-@given(
     st.sampled_from(["add", "drop", "dtype", "channels", "spatial"]),
     st.sampled_from([tf.float64, tf.int32, tf.bool, tf.string]),
 )

@@ -7,8 +7,6 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
 from tests.conformance import bad_input
@@ -149,24 +147,6 @@ def test_with_bias_is_read_by_truth_value(with_bias, has_bias):
 def test_bad_constructor_arguments(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         snt.Linear(**kwargs)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {"output_size": st.one_of(st.just(3), bad_input.junk())},
-        optional={
-            "with_bias": bad_input.junk(),
-            "w_init": bad_input.junk(),
-            "b_init": bad_input.junk(),
-            "name": bad_input.junk(),
-        },
-    )
-)
-def test_constructor_junk(kwargs):
-    ok, lin = bad_input.outcome(lambda: snt.Linear(**kwargs), kwargs)
-    if ok:
-        assert lin(tf.ones([2, 3])).shape == [2, lin.output_size]
 
 
 # Variables ------------------------------------------------------------------

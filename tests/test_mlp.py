@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
-from tests.conformance import bad_input
 
 
 def _random(*shape: int) -> tf.Tensor:
@@ -295,28 +292,6 @@ def test_empty_mlp_is_the_identity():
 
 def test_activation_none_is_accepted_for_one_layer():
     assert snt.nets.MLP([2], activation=None)(tf.ones([1, 3])).shape == [1, 2]
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {"output_sizes": st.one_of(st.just([3, 2]), bad_input.junk())},
-        optional={
-            "w_init": bad_input.junk(),
-            "b_init": bad_input.junk(),
-            "with_bias": bad_input.junk(),
-            "activation": bad_input.junk(),
-            "dropout_rate": bad_input.junk(),
-            "activate_final": bad_input.junk(),
-            "name": bad_input.junk(),
-        },
-    )
-)
-def test_constructor_junk(kwargs):
-    ok, mlp = bad_input.outcome(lambda: snt.nets.MLP(**kwargs), kwargs)
-    if ok:
-        training = True if mlp._use_dropout else None
-        assert mlp(tf.ones([1, 2]), is_training=training).shape[0] == 1
 
 
 def test_bad_inputs():

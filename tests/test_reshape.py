@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
-from tests.conformance import bad_input
 
 
 def _x(*shape: int) -> tf.Tensor:
@@ -203,19 +200,6 @@ def test_unknown_reshaped_dims_under_tf_function(autograph):
 def test_flatten_bad_preserve_dims():
     with pytest.raises(ValueError, match="`preserve_dims` must be a positive integer"):
         snt.Flatten(preserve_dims=-1)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {"output_shape": st.one_of(st.just([-1]), bad_input.junk())},
-        optional={"preserve_dims": bad_input.junk(), "name": bad_input.junk()},
-    )
-)
-def test_constructor_and_call_junk(kwargs):
-    ok, reshape = bad_input.outcome(lambda: snt.Reshape(**kwargs), kwargs)
-    if ok:
-        bad_input.outcome(lambda: reshape(_x(2, 3, 4)), [*kwargs, "inputs"])
 
 
 @pytest.mark.parametrize(

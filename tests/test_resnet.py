@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
 from tests.conformance import bad_input
@@ -367,30 +365,6 @@ def test_call_errors():
     with pytest.raises(ValueError, match="`inputs`"):
         net(tf.ones([1, 8, 8, 4]), is_training=True)
     bad_input.assert_unchanged(net, before)
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.sampled_from(
-        [
-            "blocks_per_group_list",
-            "num_classes",
-            "bn_config",
-            "resnet_v2",
-            "channels_per_group_list",
-            "name",
-        ]
-    ),
-    bad_input.junk(),
-)
-def test_junk_constructor_arguments(argument, value):
-    kwargs = {
-        "blocks_per_group_list": [1, 1, 1, 1],
-        "num_classes": 2,
-        "channels_per_group_list": (4, 4, 4, 4),
-        argument: value,
-    }
-    bad_input.outcome(lambda: snt.nets.ResNet(**kwargs), [argument])
 
 
 @pytest.mark.parametrize("cls", [resnet.BottleNeckBlockV1, resnet.BottleNeckBlockV2])

@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import sonnet as snt
-from tests.conformance import bad_input
 
 
 def test_repr():
@@ -98,13 +95,3 @@ def test_bad_layers():
         snt.Sequential([snt.Linear])  # A class, not a module.
     with pytest.raises(TypeError, match="`layers` must be an iterable of callables"):
         snt.Sequential(tf.constant(1))  # type: ignore[arg-type]
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {}, optional={"layers": bad_input.junk(), "name": bad_input.junk()}
-    )
-)
-def test_constructor_junk(kwargs):
-    bad_input.outcome(lambda: snt.Sequential(**kwargs), kwargs)

@@ -264,45 +264,6 @@ def test_call_errors(cls):
     bad_input.assert_unchanged(vq, before)
 
 
-@settings(max_examples=25, deadline=None)
-@given(
-    st.sampled_from(
-        [
-            "embedding_dim",
-            "num_embeddings",
-            "commitment_cost",
-            "decay",
-            "epsilon",
-            "dtype",
-            "name",
-        ]
-    ),
-    bad_input.junk(),
-)
-def test_junk_constructor_arguments(argument, value):
-    kwargs = {
-        "embedding_dim": 2,
-        "num_embeddings": 3,
-        "commitment_cost": 0.25,
-        "decay": 0.5,
-        argument: value,
-    }
-    ok, vq = bad_input.outcome(
-        lambda: snt.nets.VectorQuantizerEMA(**kwargs), [argument]
-    )
-    if ok:
-        x = tf.ones([4, vq.embedding_dim], vq.embeddings.dtype)
-        before = bad_input.snapshot(vq)
-        # `epsilon` is checked on the first training call, as the original
-        # used it no earlier; a failing call changes nothing.
-        ok, out = bad_input.outcome(lambda: vq(x, is_training=True), [argument])
-        if ok:
-            assert set(out) == KEYS
-        else:
-            assert argument == "epsilon"
-            bad_input.assert_unchanged(vq, before)
-
-
 def test_epsilon_checked_when_training():
     vq = snt.nets.VectorQuantizerEMA(2, 3, 0.25, 0.5, epsilon=None)
     x = tf.ones([4, 2])
