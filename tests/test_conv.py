@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import sonnet as snt
 from sonnet._src import conv as conv_lib
+from sonnet._src import conv_base
 from tests.conformance import bad_input
 
 CLASSES = {1: snt.Conv1D, 2: snt.Conv2D, 3: snt.Conv3D}
@@ -225,8 +226,10 @@ def test_channels_first_matches_channels_last(n: int, kwargs: dict[str, Any]):
     expected = last(x).numpy()
     actual = first(to_channels_first(x)).numpy()
     np.testing.assert_allclose(to_channels_last(actual), expected, rtol=1e-5, atol=1e-5)
-    # On CPU the module transposes around the op; it decided so once.
-    assert first._transpose == (not conv_lib.on_accelerator(first.w))
+    # Graphs transpose around the op on every machine; eager calls run the
+    # op channels-first where the variables are on an accelerator.
+    assert first._graph_layout.transpose
+    assert (first._eager_layout is None) == (not conv_base.on_accelerator(first.w))
 
 
 def test_channels_first_and_last_aliases():
@@ -248,13 +251,13 @@ def test_native_channels_first_path(n: int, rate: int, monkeypatch):
     """The GPU code path (no transposes), run where the CPU can execute it."""
     if not cpu_supports_channels_first():
         pytest.skip("this TensorFlow build has no channels-first CPU kernels")
-    monkeypatch.setattr(conv_lib, "on_accelerator", lambda v: True)
+    monkeypatch.setattr(conv_base, "on_accelerator", lambda v: True)
     x = random_input((2, *SPATIAL[n], 3))
     last = CLASSES[n](4, KERNEL[n], rate=rate)
     first = CLASSES[n](4, KERNEL[n], rate=rate, data_format=CHANNELS_FIRST[n])
     last(x)
     first(to_channels_first(x))
-    assert not first._transpose
+    assert first._eager_layout is not None and not first._eager_layout.transpose
     randomize(last)
     for a, b in zip(first.variables, last.variables):
         a.assign(b)
@@ -265,7 +268,107 @@ def test_native_channels_first_path(n: int, rate: int, monkeypatch):
 def test_on_accelerator_is_false_without_gpu():
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         pytest.skip("machine has an accelerator")
-    assert not conv_lib.on_accelerator(tf.Variable(1.0))
+    assert not conv_base.on_accelerator(tf.Variable(1.0))
+
+
+# --------------------------------------------------------------------------
+# Layout decisions (`conv_base.ConvBase`, shared by every convolution): a
+# graph never depends on the machine that built the module.
+
+LAYOUT_CASES = {
+    "conv1d-ncw": (lambda: snt.Conv1D(4, 3, data_format="NCW"), [2, 3, 8]),
+    "conv2d-nchw-causal": (
+        lambda: snt.Conv2D(4, 3, padding=snt.pad.causal, data_format="NCHW"),
+        [2, 3, 6, 6],
+    ),
+    "conv3d-ncdhw-dilated": (
+        lambda: snt.Conv3D(2, 2, rate=2, data_format="NCDHW"),
+        [1, 3, 5, 5, 5],
+    ),
+    "transpose-nhwc-dilated": (
+        lambda: snt.Conv2DTranspose(4, 3, rate=2),
+        [2, 5, 5, 3],
+    ),
+    "transpose-ncw": (
+        lambda: snt.Conv1DTranspose(4, 3, stride=2, data_format="NCW"),
+        [2, 3, 5],
+    ),
+    "depthwise-nchw": (
+        lambda: snt.DepthwiseConv2D(3, 2, data_format="NCHW"),
+        [2, 3, 6, 6],
+    ),
+}
+
+
+def built_as_on_an_accelerator(
+    factory: Any, shape: list[int], monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    """A module built as on a GPU machine (its variables on the GPU).
+
+    It is built while tracing, since eagerly it would run its native layout,
+    which TensorFlow's CPU kernels may not implement.
+    """
+    with monkeypatch.context() as patch:
+        patch.setattr(conv_base, "on_accelerator", lambda v: True)
+        module = factory()
+        tf.function(module).get_concrete_function(tf.TensorSpec(shape))
+    return module
+
+
+def graph_ops(module: Any, shape: list[int]) -> list[tuple[str, str]]:
+    """The ops (and their layout attributes) of a fresh trace of `module`."""
+    graph = tf.function(module).get_concrete_function(tf.TensorSpec(shape)).graph
+    keys = ("data_format", "strides", "dilations", "padding")
+    return [
+        (node.op, " ".join(f"{k}={node.attr[k]}" for k in keys if k in node.attr))
+        for node in graph.as_graph_def().node
+    ]
+
+
+@pytest.mark.parametrize("case", list(LAYOUT_CASES))
+def test_graphs_do_not_depend_on_the_machine_that_built_the_module(
+    case: str, monkeypatch: pytest.MonkeyPatch
+):
+    factory, shape = LAYOUT_CASES[case]
+    here = factory()
+    here(tf.ones(shape))
+    elsewhere = built_as_on_an_accelerator(factory, shape, monkeypatch)
+    # Eager calls there would run the op in its native layout...
+    layout = elsewhere._eager_layout
+    assert layout is not None and not layout.transpose and not layout.dilate_kernel
+    assert (here._eager_layout is None) == (not conv_base.on_accelerator(here.w))
+    # ... but graphs, traced there or here, are the same portable ones: ops
+    # channels-last (between transposes), no dilated transposed convolution.
+    ops = graph_ops(elsewhere, shape)
+    assert ops == graph_ops(here, shape)
+    assert not any("NC" in attrs for _, attrs in ops)
+    assert ("Transpose" in dict(ops)) == elsewhere._channels_first
+
+
+@pytest.mark.parametrize(
+    "case", ["conv2d-nchw-causal", "transpose-nhwc-dilated", "depthwise-nchw"]
+)
+def test_saved_model_of_an_accelerator_built_module_runs_on_cpu(
+    case: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+):
+    factory, shape = LAYOUT_CASES[case]
+    module = built_as_on_an_accelerator(factory, shape, monkeypatch)
+    randomize(module)
+    x = tf.constant(random_input(tuple(shape)))
+    reference = factory()
+    reference(x)
+    for a, b in zip(reference.variables, module.variables):
+        a.assign(b)
+    holder = tf.Module()
+    holder.module = module
+    holder.call = tf.function(
+        lambda inputs: module(inputs), input_signature=[tf.TensorSpec(shape)]
+    )
+    tf.saved_model.save(holder, str(tmp_path))
+    loaded: Any = tf.saved_model.load(str(tmp_path))
+    with tf.device("CPU:0"):
+        actual = loaded.call(x)
+    np.testing.assert_allclose(actual, reference(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
@@ -638,7 +741,7 @@ def test_valid_size_check_for_unknown_sizes_runs_in_graph():
 
 
 def test_unexplained_op_errors_name_the_inputs():
-    error = conv_lib.call_error(
+    error = conv_base.call_error(
         tf.ones([1, 4, 4, 3]),
         RuntimeError("first line\nsecond line"),
         rank=4,

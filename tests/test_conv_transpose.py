@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sonnet as snt
-from sonnet._src import conv as conv_lib
+from sonnet._src import conv_base
 from sonnet._src import conv_transpose as conv_transpose_lib
 from tests.conformance import bad_input
 from tests.test_conv import (
@@ -220,12 +220,14 @@ def test_native_paths(n: int, rate: int, monkeypatch):
     reference = CLASSES[n](4, KERNEL[n], rate=rate, stride=2 // rate)
     reference(x)
     randomize(reference)
-    monkeypatch.setattr(conv_lib, "on_accelerator", lambda v: True)
+    monkeypatch.setattr(conv_base, "on_accelerator", lambda v: True)
     native = CLASSES[n](
         4, KERNEL[n], rate=rate, stride=2 // rate, data_format=CHANNELS_FIRST[n]
     )
     native(to_channels_first(x))
-    assert not native._transpose and not native._dilate_kernel
+    layout = native._eager_layout
+    assert layout is not None
+    assert not layout.transpose and not layout.dilate_kernel
     for a, b in zip(native.variables, reference.variables):
         a.assign(b)
     actual = to_channels_last(native(to_channels_first(x)).numpy())

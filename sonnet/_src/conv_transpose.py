@@ -4,10 +4,11 @@ All the logic lives in the rank-generic `ConvNDTranspose`; the public classes
 only fix `num_spatial_dims` and the default `data_format`. The op is the
 gradient of a convolution with respect to its input (`Conv2DBackpropInput`,
 `Conv3DBackpropInputV2`), as in `tf.nn.conv_transpose`, called with argument
-lists computed on the first call. On CPU, where TensorFlow implements neither
-channels-first layouts nor dilation for these ops, channels-first inputs are
-transposed to channels-last around the op and a dilated kernel is expanded
-explicitly (zeros between the taps), which gives the same result.
+lists computed on the first call. TensorFlow's CPU kernels implement neither
+channels-first layouts nor dilation for these ops, so in the portable layout
+(see `conv_base`) channels-first inputs are transposed to channels-last
+around the op and a dilated kernel is expanded explicitly (zeros between the
+taps), which gives the same result. The call path is `conv_base.ConvBase`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, conv, initializers, once, utils
+from sonnet._src import base, checks, conv_base, initializers, once, utils
 
 
 def dilate_kernel(w: tf.Tensor, rates: Sequence[int]) -> tf.Tensor:
@@ -83,7 +84,7 @@ def _input_size(output_size: int, stride: int, k: int, rate: int, padding: str) 
     return max(-(-(output_size - (k - 1) * rate) // stride), 0)
 
 
-class ConvNDTranspose(base.Module):
+class ConvNDTranspose(conv_base.ConvBase):
     """A transposed convolution over 1, 2 or 3 spatial dimensions.
 
     The transpose (gradient with respect to the input) of a `ConvND` with the
@@ -142,24 +143,26 @@ class ConvNDTranspose(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        n = conv.check_num_spatial_dims(num_spatial_dims, "transposed convolutions")
+        n = conv_base.check_num_spatial_dims(
+            num_spatial_dims, "transposed convolutions"
+        )
         self._num_spatial_dims = n
         self._rank = n + 2
         self._output_channels = checks.whole_size("output_channels", output_channels)
         self._kernel_shape = kernel_shape
         # oneDNN's CPU kernel failed on an empty filter with `InternalError`.
-        self._kernel = conv.check_sizes(
+        self._kernel = conv_base.check_sizes(
             "kernel_shape", kernel_shape, n, invalid=checks.internal
         )
         # As in the original, `output_shape` is checked by the first call.
         self._output_shape_argument = output_shape
         self._output_shape = output_shape
         self._stride = stride
-        self._strides = conv.check_sizes("stride", stride, n)
+        self._strides = conv_base.check_sizes("stride", stride, n)
         self._rate = rate
         # The original passed `rate` to the op, which reads None as 1 and
         # takes 1-D arrays and tensors.
-        self._rates = conv.check_sizes("rate", rate, n, default=1, arrays=True)
+        self._rates = conv_base.check_sizes("rate", rate, n, default=1, arrays=True)
         if not (isinstance(padding, str) and padding in ("SAME", "VALID")):
             raise utils.bad_type(
                 "padding",
@@ -168,13 +171,13 @@ class ConvNDTranspose(base.Module):
                 padding,
             )
         self._padding = padding
-        self._channels_first = conv.check_data_format(data_format, n)
+        self._channels_first = conv_base.check_data_format(data_format, n)
         self._channel_index = 1 if self._channels_first else -1
         self._data_format = data_format
         self._with_bias = checks.flag("with_bias", with_bias)
         checks.initializer("w_init", w_init)
         self._w_init = w_init
-        self._b_init = conv.bias_initializer(self._with_bias, b_init)
+        self._b_init = conv_base.bias_initializer(self._with_bias, b_init)
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
@@ -182,16 +185,15 @@ class ConvNDTranspose(base.Module):
         n = self._num_spatial_dims
         self._fixed_spatial = _check_output_shape(self._output_shape_argument, n)
         # (axis, spatial dim, size) the inputs must have for `output_shape`.
-        self._expected_inputs = ()
         if self._fixed_spatial is not None:
             first_axis = 2 if self._channels_first else 1
-            self._expected_inputs = tuple(
+            self._size_checks = tuple(
                 (first_axis + d, d, _input_size(size, s, k, r, self._padding))
                 for d, (size, s, k, r) in enumerate(
                     zip(self._fixed_spatial, self._strides, self._kernel, self._rates)
                 )
             )
-        self.input_channels = conv.check_build_inputs(
+        self.input_channels = conv_base.check_build_inputs(
             inputs, n + 2, self._channel_index
         )
         if self._fixed_spatial is not None:
@@ -200,92 +202,93 @@ class ConvNDTranspose(base.Module):
             self._output_shape = (
                 channels + spatial if self._channels_first else spatial + channels
             )
-            self._check_output_shape_fits(inputs)
-        dtype = inputs.dtype
-        weight_shape = (*self._kernel, self._output_channels, self.input_channels)
-        if self._w_init is None:
-            conv.check_default_init_dtype(inputs)
-            fan_in = int(np.prod(self._kernel)) * self.input_channels
-            self._w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
-        self.w = tf.Variable(self._w_init(weight_shape, dtype), name="w")
-        if self._with_bias:
-            b_init = self._b_init
-            self.b = tf.Variable(b_init((self._output_channels,), dtype), name="b")
-
-        accelerated = conv.on_accelerator(self.w)
-        self._transpose = self._channels_first and not accelerated
-        op_first = self._channels_first and not self._transpose
-        self._op_first = op_first
-        self._to_last = conv.to_channels_last(n)
-        self._to_first = conv.to_channels_first(n)
-        self._bias_format = "NCHW" if op_first else "NHWC"
-        dilated = any(r > 1 for r in self._rates)
-        self._dilate_kernel = dilated and not accelerated
-        rates = (1,) * n if self._dilate_kernel else self._rates
-        # Spatial axes of the (un-expanded) op input and how each output size
-        # follows from the input size: `size * stride + extra`.
-        first_axis = 2 if op_first else 1
-        self._growth = tuple(
-            (first_axis + d, s, 0 if self._padding == "SAME" else (k - 1) * r)
-            for d, (s, k, r) in enumerate(zip(self._strides, self._kernel, self._rates))
+            self._check_sizes(inputs)
+        self._w_init = self._create_variables(
+            inputs,
+            self._w_init,
+            (*self._kernel, self._output_channels, self.input_channels),
+            int(np.prod(self._kernel)) * self.input_channels,
+            self._b_init,
+            self._output_channels,
         )
-        self._kind = n
-        strides = self._strides
+        # How each output size of the op follows from its input size,
+        # `size * stride + extra`, and the output's fixed sizes (if any); a
+        # 1-D op runs over a unit-height image.
+        growth = tuple(
+            (s, 0 if self._padding == "SAME" else (k - 1) * r)
+            for s, k, r in zip(self._strides, self._kernel, self._rates)
+        )
+        fixed = self._fixed_spatial
+        self._kernel_rates = self._rates
         if n == 1:
-            self._expand_axis = 2 if op_first else 1
-            strides, rates = (1, *strides), (1, *rates)
-        self._op_format = conv.FORMATS[max(n, 2)][1 if op_first else 0]
-        if op_first:
-            self._op_strides = (1, 1, *strides)
-            self._op_dilations = (1, 1, *rates)
-        else:
-            self._op_strides = (1, *strides, 1)
-            self._op_dilations = (1, *rates, 1)
+            growth = ((1, 0), *growth)
+            fixed = None if fixed is None else (1, *fixed)
+            self._kernel_rates = (1, *self._rates)
+        self._growth = growth
+        self._fixed_op_spatial = fixed
+        op = (self._conv1d, self._conv2d, self._conv3d)[n - 1]
+        self._bind(op, self._layout)
 
-    def _check_output_shape_fits(self, inputs: tf.Tensor) -> tf.Tensor:
-        """Raises if `output_shape` does not map back to the inputs' size.
+    def _layout(self, native: bool) -> conv_base.Layout:
+        dilate_kernel = not native and any(r > 1 for r in self._rates)
+        return conv_base.layout(
+            self._channels_first,
+            native,
+            self._strides,
+            (1,) * self._num_spatial_dims if dilate_kernel else self._rates,
+            self._padding,
+            self._with_bias,
+            dilate_kernel=dilate_kernel,
+        )
 
-        The op would fail (or, in oneDNN's CPU kernels, raise an unrelated
-        error), so this runs on every call of a module with an `output_shape`.
-        Sizes unknown while tracing are checked when the graph runs: the
-        returned `inputs` then depend on those checks.
-        """
-        shape = inputs.shape
-        output_shape = list(self._fixed_spatial or ())
-        asserts = []
-        for axis, d, expected in self._expected_inputs:
-            actual = shape[axis]
-            if actual is None:
-                asserts.append(
-                    tf.debugging.assert_equal(
-                        tf.shape(inputs)[axis],
-                        expected,
-                        message=f"`inputs` must have spatial size {expected} in "
-                        f"dimension {d} for output_shape={output_shape}",
-                    )
-                )
-            elif actual != expected:
-                # The original's op failed with `InvalidArgumentError`.
-                raise checks.invalid_argument(
-                    "inputs",
-                    f"must have spatial size {expected} in dimension {d} for "
-                    f"output_shape={output_shape} with stride "
-                    f"{self._strides[d]} and {self._padding} padding",
-                    tuple(shape.as_list()),
-                )
-        return conv.after(asserts, inputs)
+    # Each input must have exactly the size that maps to `output_shape`:
+    # otherwise the op would fail (or, in oneDNN's CPU kernels, raise an
+    # unrelated error).
+    _exact_sizes = True
 
-    def _input_sizes(self, x: tf.Tensor) -> Any:
+    def _size_message(self, d: int, size: int) -> str:
+        return (
+            f"`inputs` must have spatial size {size} in dimension {d} for "
+            f"output_shape={list(self._fixed_spatial or ())}"
+        )
+
+    def _size_error(self, inputs: tf.Tensor, d: int, size: int) -> Exception:
+        # The original's op failed with `InvalidArgumentError`.
+        return checks.invalid_argument(
+            "inputs",
+            f"must have spatial size {size} in dimension {d} for "
+            f"output_shape={list(self._fixed_spatial or ())} with stride "
+            f"{self._strides[d]} and {self._padding} padding",
+            tuple(inputs.shape.as_list()),
+        )
+
+    @base.no_name_scope
+    def _operands(self, x: tf.Tensor, layout: conv_base.Layout) -> dict[str, Any]:
+        """The op's tensors for its input `x` (for 1-D, already expanded)."""
+        w = self.w
+        if self._num_spatial_dims == 1:
+            w = tf.raw_ops.ExpandDims(input=w, axis=0)
+        if layout.dilate_kernel:
+            w = dilate_kernel(w, self._kernel_rates)
+        return {
+            "input_sizes": self._input_sizes(x, layout),
+            "filter": w,
+            "out_backprop": x,
+        }
+
+    @base.no_name_scope
+    def _input_sizes(self, x: tf.Tensor, layout: conv_base.Layout) -> Any:
         """The output shape in the op's layout (the op's `input_sizes`)."""
         shape: list[Any] = x.shape.as_list()
         batch = shape[0]
-        fixed = self._fixed_spatial
+        axes = layout.spatial_axes
+        fixed = self._fixed_op_spatial
         if fixed is not None:
             spatial: list[Any] = list(fixed)
         else:
             spatial = [
                 None if shape[a] is None else shape[a] * s + extra
-                for a, s, extra in self._growth
+                for a, (s, extra) in zip(axes, self._growth)
             ]
         dynamic = batch is None or None in spatial
         if dynamic:
@@ -294,97 +297,30 @@ class ConvNDTranspose(base.Module):
                 batch = runtime[0]
             spatial = [
                 runtime[a] * s + extra if size is None else size
-                for size, (a, s, extra) in zip(spatial, self._growth)
+                for size, a, (s, extra) in zip(spatial, axes, self._growth)
             ]
-        if self._kind == 1:
-            spatial.insert(0, 1)
         channels = self._output_channels
-        if self._op_first:
+        if layout.first:
             sizes = [batch, channels, *spatial]
         else:
             sizes = [batch, *spatial, channels]
         return tf.stack(sizes) if dynamic else sizes
 
-    @utils.no_autograph
-    def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
-        """Applies the transposed convolution.
+    @base.no_name_scope
+    def _conv1d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+        # A 2-D transposed convolution over a unit-height image.
+        axis = layout.expand_axis
+        x = tf.raw_ops.ExpandDims(input=x, axis=axis)
+        y = layout.run(tf.raw_ops.Conv2DBackpropInput, **self._operands(x, layout))
+        return tf.raw_ops.Squeeze(input=y, axis=(axis,))
 
-        Args:
-          inputs: A tensor of rank `num_spatial_dims + 2` in `data_format`,
-            with a floating point dtype.
+    @base.no_name_scope
+    def _conv2d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+        return layout.run(tf.raw_ops.Conv2DBackpropInput, **self._operands(x, layout))
 
-        Returns:
-          The outputs, same rank, layout and dtype, `output_channels` channels.
-        """
-        if not isinstance(inputs, tf.Tensor):
-            inputs = conv.to_inputs(inputs)
-        self._initialize(inputs)
-        # Checked before running the op: TF's CPU kernels abort the process
-        # on some wrong-rank inputs instead of raising.
-        if inputs.shape.rank != self._rank:
-            raise conv.rank_error(inputs, self._rank)
-        if self._expected_inputs:
-            inputs = self._check_output_shape_fits(inputs)
-        try:
-            x = inputs
-            if self._transpose:
-                x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
-            sizes = self._input_sizes(x)
-            w = self.w
-            if self._dilate_kernel:
-                w = dilate_kernel(w, self._rates)
-            kind = self._kind
-            if kind == 2:
-                y = tf.raw_ops.Conv2DBackpropInput(
-                    input_sizes=sizes,
-                    filter=w,
-                    out_backprop=x,
-                    strides=self._op_strides,
-                    padding=self._padding,
-                    data_format=self._op_format,
-                    dilations=self._op_dilations,
-                )
-            elif kind == 1:
-                axis = self._expand_axis
-                y = tf.raw_ops.Conv2DBackpropInput(
-                    input_sizes=sizes,
-                    filter=tf.raw_ops.ExpandDims(input=w, axis=0),
-                    out_backprop=tf.raw_ops.ExpandDims(input=x, axis=axis),
-                    strides=self._op_strides,
-                    padding=self._padding,
-                    data_format=self._op_format,
-                    dilations=self._op_dilations,
-                )
-                y = tf.raw_ops.Squeeze(input=y, axis=(axis,))
-            else:
-                y = tf.raw_ops.Conv3DBackpropInputV2(
-                    input_sizes=sizes,
-                    filter=w,
-                    out_backprop=x,
-                    strides=self._op_strides,
-                    padding=self._padding,
-                    data_format=self._op_format,
-                    dilations=self._op_dilations,
-                )
-            if self._with_bias:
-                y = tf.raw_ops.BiasAdd(
-                    value=y, bias=self.b, data_format=self._bias_format
-                )
-            if self._transpose:
-                y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
-        except checks.OP_ERRORS as e:
-            raise self._call_error(inputs, e) from e
-        return y
-
-    def _call_error(self, inputs: tf.Tensor, error: Exception | None) -> Exception:
-        return conv.call_error(
-            inputs,
-            error,
-            rank=self._rank,
-            channel_index=self._channel_index,
-            input_channels=self.input_channels,
-            dtype=self.w.dtype,
-        )
+    @base.no_name_scope
+    def _conv3d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+        return layout.run(tf.raw_ops.Conv3DBackpropInputV2, **self._operands(x, layout))
 
 
 class Conv1DTranspose(ConvNDTranspose):

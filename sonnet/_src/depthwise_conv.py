@@ -4,8 +4,8 @@ Each input channel is convolved with its own `channel_multiplier` filters.
 The op is `DepthwiseConv2dNative` (what `tf.nn.depthwise_conv2d` runs), called
 with argument lists computed on the first call; a dilated convolution goes
 through `tf.nn.depthwise_conv2d`'s space-to-batch implementation, which works
-on every device. On CPU, channels-first inputs are transposed to
-channels-last around the op (TensorFlow's CPU kernel is channels-last only).
+on every device. The call path (layouts, checks, bias, errors) is
+`conv_base.ConvBase`'s.
 """
 
 from __future__ import annotations
@@ -16,21 +16,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, conv, initializers, once, utils
+from sonnet._src import base, checks, conv_base, initializers, once, utils
 
 
-def _rank_error(inputs: tf.Tensor) -> Exception:
-    """The error for inputs not of rank 4: the original's op failed with
-    `InvalidArgumentError`, so this is one too (and an `IndexError` for a
-    scalar)."""
-    message = str(conv.rank_error(inputs, 4))
-    if inputs.shape.rank == 0:
-        # The original read the channels off the shape: `IndexError`.
-        return checks.InvalidArgumentIndexError(None, None, message)
-    return checks.InvalidArgumentError(None, None, message)
-
-
-class DepthwiseConv2D(base.Module):
+class DepthwiseConv2D(conv_base.ConvBase):
     """A depthwise 2-D convolution: a separate filter bank per input channel.
 
     Maps `[batch, height, width, channels]` ("NHWC") or `[batch, channels,
@@ -84,12 +73,13 @@ class DepthwiseConv2D(base.Module):
             "channel_multiplier", channel_multiplier, allow_zero=True
         )
         self.kernel_shape = kernel_shape
-        self._kernel = conv.check_sizes("kernel_shape", kernel_shape, 2)
-        strides = conv.check_sizes("stride", stride, 2)
-        self.rate = conv.check_sizes("rate", rate, 2)
-        conv.check_no_stride_with_rate(strides, self.rate)
-        self._channels_first = conv.check_data_format(data_format, 2)
+        self._kernel = conv_base.check_sizes("kernel_shape", kernel_shape, 2)
+        strides = conv_base.check_sizes("stride", stride, 2)
+        self.rate = conv_base.check_sizes("rate", rate, 2)
+        conv_base.check_no_stride_with_rate(strides, self.rate)
+        self._channels_first = conv_base.check_data_format(data_format, 2)
         self._channel_index = 1 if self._channels_first else -1
+        self._rank = 4
         self.data_format = data_format
         self.stride = (1, 1, *strides) if self._channels_first else (1, *strides, 1)
         self._strides = strides
@@ -110,119 +100,78 @@ class DepthwiseConv2D(base.Module):
         self.with_bias = checks.flag("with_bias", with_bias)
         checks.initializer("w_init", w_init)
         self.w_init = w_init
-        self.b_init = conv.bias_initializer(self.with_bias, b_init)
+        self.b_init = conv_base.bias_initializer(self.with_bias, b_init)
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
         """Creates `w` (and `b`) and fixes the op arguments from the first input."""
         if inputs.shape.rank != 4:
-            raise _rank_error(inputs)
-        self.input_channels = conv.check_build_inputs(inputs, 4, self._channel_index)
-        dtype = inputs.dtype
-        weight_shape = (*self._kernel, self.input_channels, self.channel_multiplier)
-        if self.w_init is None:
-            conv.check_default_init_dtype(inputs)
-            fan_in = int(np.prod(self._kernel))
-            self.w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
-        self.w = tf.Variable(self.w_init(weight_shape, dtype), name="w")
-        if self.with_bias:
-            b_init = self.b_init
-            self.b = tf.Variable(
-                b_init((self.input_channels * self.channel_multiplier,), dtype),
-                name="b",
-            )
-        self._transpose = self._channels_first and not conv.on_accelerator(self.w)
-        op_first = self._channels_first and not self._transpose
-        self._to_last = conv.to_channels_last(2)
-        self._to_first = conv.to_channels_first(2)
-        self._op_format = "NCHW" if op_first else "NHWC"
+            raise self._rank_error(inputs)
+        self.input_channels = conv_base.check_build_inputs(
+            inputs, 4, self._channel_index
+        )
+        channels = self.input_channels * self.channel_multiplier
+        self.w_init = self._create_variables(
+            inputs,
+            self.w_init,
+            (*self._kernel, self.input_channels, self.channel_multiplier),
+            int(np.prod(self._kernel)),
+            self.b_init,
+            channels,
+        )
         s = self._strides
-        self._op_strides = (1, 1, *s) if op_first else (1, *s, 1)
-        self._dilated = any(r > 1 for r in self.rate)
         # TF's depthwise kernels (except oneDNN's) need equal strides: other
         # strides run at stride 1 on explicitly padded inputs and subsample.
-        self._subsample = s[0] != s[1]
-        self._spatial_axes = (2, 3) if op_first else (1, 2)
-        self._minimums = (
-            conv.spatial_minimums(
-                self._kernel, self.rate, None, 2 if self._channels_first else 1
-            )
-            if self._conv_padding == "VALID"
-            else ()
+        if s[0] != s[1]:
+            op = self._subsampled
+        elif any(r > 1 for r in self.rate):
+            op = self._dilated
+        else:
+            op = self._depthwise
+        rule = conv_base.OutputRule(
+            self._kernel, s, self.rate, self._conv_padding, None, channels
+        )
+        self._bind(op, self._layout, rule)
+
+    def _layout(self, native: bool) -> conv_base.Layout:
+        return conv_base.layout(
+            self._channels_first,
+            native,
+            self._strides,
+            (1, 1),
+            self._conv_padding,
+            self.with_bias,
         )
 
-    @utils.no_autograph
-    def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
-        """Applies the depthwise convolution.
+    def _rank_error(self, inputs: tf.Tensor) -> Exception:
+        """Inputs not of rank 4: the original's op failed with
+        `InvalidArgumentError`, so this is one too (and an `IndexError` for a
+        scalar, whose channels the original read off the shape)."""
+        message = str(conv_base.rank_error(inputs, 4))
+        if inputs.shape.rank == 0:
+            return checks.InvalidArgumentIndexError(None, None, message)
+        return checks.InvalidArgumentError(None, None, message)
 
-        Args:
-          inputs: A rank-4 tensor in `data_format` with a floating point dtype.
+    @base.no_name_scope
+    def _depthwise(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+        return layout.run(tf.raw_ops.DepthwiseConv2dNative, input=x, filter=self.w)
 
-        Returns:
-          The outputs, same layout and dtype, with
-          `input_channels * channel_multiplier` channels.
-        """
-        if not isinstance(inputs, tf.Tensor):
-            inputs = conv.to_inputs(inputs)
-        self._initialize(inputs)
-        # Checked before running the op: TF's CPU kernels abort the process
-        # on some wrong-rank inputs instead of raising.
-        shape = inputs.shape
-        if shape.rank != 4:
-            raise _rank_error(inputs)
-        if self._minimums:
-            inputs = conv.check_spatial_sizes(inputs, self._minimums)
-        dims = shape.as_list()
-        if 0 in dims and None not in dims:
-            return self._empty_output(inputs, dims)
-        try:
-            x = inputs
-            if self._transpose:
-                x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
-            if self._subsample:
-                y = self._subsampled(x)
-            elif self._dilated:
-                y = tf.nn.depthwise_conv2d(
-                    x,
-                    self.w,
-                    strides=(1, 1, 1, 1),
-                    padding=self._conv_padding,
-                    data_format=self._op_format,
-                    dilations=self.rate,
-                )
-            else:
-                y = tf.raw_ops.DepthwiseConv2dNative(
-                    input=x,
-                    filter=self.w,
-                    strides=self._op_strides,
-                    padding=self._conv_padding,
-                    data_format=self._op_format,
-                    dilations=(1, 1, 1, 1),
-                )
-            if self.with_bias:
-                y = tf.raw_ops.BiasAdd(
-                    value=y, bias=self.b, data_format=self._op_format
-                )
-            if self._transpose:
-                y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
-        except checks.OP_ERRORS as e:
-            raise conv.call_error(
-                inputs,
-                e,
-                rank=4,
-                channel_index=self._channel_index,
-                input_channels=self.input_channels,
-                dtype=self.w.dtype,
-            ) from e
-        return y
+    @base.no_name_scope
+    def _dilated(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+        # Space-to-batch around a plain depthwise convolution (at stride 1:
+        # dilation excludes a stride): works on every device.
+        return tf.nn.depthwise_conv2d(
+            x, self.w, (1, 1, 1, 1), layout.padding, layout.data_format, self.rate
+        )
 
-    def _subsampled(self, x: tf.Tensor) -> tf.Tensor:
+    @base.no_name_scope
+    def _subsampled(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
         """The strided convolution as a stride-1 one followed by subsampling."""
-        if self._conv_padding == "SAME":
+        if layout.padding == "SAME":
             static = x.shape.as_list()
             dynamic = None
             paddings: list[Any] = [[0, 0]] * 4
-            for axis, k, s in zip(self._spatial_axes, self._kernel, self._strides):
+            for axis, k, s in zip(layout.spatial_axes, self._kernel, self._strides):
                 size = static[axis]
                 if size is None:
                     if dynamic is None:
@@ -238,36 +187,10 @@ class DepthwiseConv2D(base.Module):
             filter=self.w,
             strides=(1, 1, 1, 1),
             padding="VALID",
-            data_format=self._op_format,
+            data_format=layout.data_format,
             dilations=(1, 1, 1, 1),
         )
         window = [slice(None)] * 4
-        for axis, s in zip(self._spatial_axes, self._strides):
+        for axis, s in zip(layout.spatial_axes, self._strides):
             window[axis] = slice(None, None, s)
         return y[tuple(window)]
-
-    def _empty_output(self, inputs: tf.Tensor, dims: list[Any]) -> tf.Tensor:
-        if inputs.dtype != self.w.dtype or dims[self._channel_index] != (
-            self.input_channels
-        ):
-            raise conv.call_error(
-                inputs,
-                None,
-                rank=4,
-                channel_index=self._channel_index,
-                input_channels=self.input_channels,
-                dtype=self.w.dtype,
-            )
-        shape = conv.output_shape(
-            dims,
-            self._channels_first,
-            self._kernel,
-            self._strides,
-            self.rate,
-            self._conv_padding,
-            None,
-            self.input_channels * self.channel_multiplier,
-        )
-        return conv.empty_output(
-            shape, self.w, self.b if self.with_bias else None, self._channels_first
-        )

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import tensorflow as tf
 
-from sonnet._src import checks, conv, initializers, once, utils
+from sonnet._src import checks, conv, conv_base, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 
 Initializer = Callable[[Any, Any], Any]
@@ -96,7 +96,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         name: str | None = None,
     ):
         super().__init__(name)
-        n = conv.check_num_spatial_dims(num_spatial_dims, "convolutional LSTMs")
+        n = conv_base.check_num_spatial_dims(num_spatial_dims, "convolutional LSTMs")
         self._num_spatial_dims = n
         self._input_shape = _check_input_shape(input_shape, n)
         output_channels = checks.size("output_channels", output_channels)
@@ -111,7 +111,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
             raise checks.lacks_attribute(
                 "data_format", "must be a string such as 'NHWC'", data_format
             )
-        channels_first = conv.check_data_format(data_format, n)
+        channels_first = conv_base.check_data_format(data_format, n)
         self._channel_index = 1 if channels_first else -1
         self._data_format = data_format
         checks.initializer("w_i_init", w_i_init)
