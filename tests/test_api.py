@@ -20,10 +20,14 @@ SNT_ALL = set(
 )
 
 SUBMODULES = {
-    "nets": "MLP Cifar10ConvNet resnet ResNet ResNet50 VectorQuantizer "
-    "VectorQuantizerEMA",
+    # `Transformer` and `TransformerBlock` are additions of issue 13.
+    "nets": "MLP Cifar10ConvNet resnet ResNet ResNet50 Transformer TransformerBlock "
+    "VectorQuantizer VectorQuantizerEMA",
     "nets.resnet": "BlockGroup BottleNeckBlockV1 BottleNeckBlockV2",
-    "optimizers": "Adam Momentum RMSProp SGD",
+    # `AdamW` and `schedules` are additions of issue 13 (beyond Sonnet 2).
+    "optimizers": "Adam AdamW Momentum RMSProp SGD schedules",
+    "optimizers.schedules": "CosineDecay ExponentialDecay Join LinearWarmup "
+    "PiecewiseConstant WarmupCosine",
     "initializers": "Constant Identity Initializer Ones Orthogonal RandomNormal "
     "RandomUniform TruncatedNormal VarianceScaling Zeros",
     "regularizers": "L1 L2 OffDiagonalOrthogonal Regularizer",
@@ -37,6 +41,18 @@ SUBMODULES = {
 
 # Added by this project (issue 8): restore with checks of file, shapes and dtypes.
 ADDITIONS = {"restore_checkpoint"}
+# Added by issue 15: a table of a module tree's calls, parameters and FLOPs,
+# and a Sonnet module as a Keras 3 layer.
+ADDITIONS |= {"summary", "KerasLayer"}
+# Added by issue 13: attention (with its decoding cache), RMS norm, rotary
+# position embeddings.
+ADDITIONS |= {
+    "AttentionCache",
+    "MultiHeadAttention",
+    "RMSNorm",
+    "RotaryEmbedding",
+    "apply_rotary_embedding",
+}
 
 
 def _get(path: str):

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from matplotlib import image as mpimg
+from tensorboard.backend.event_processing import event_accumulator
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -40,8 +42,17 @@ def _load(name: str) -> types.ModuleType:
 datasets = _load("datasets")
 
 
+# The stderr of the last `run_example`: progress lines, never TF's start-up.
+last_stderr = ""
+
+
 def run_example(script: str, tmp_path: Path, *args: str) -> str:
-    """Runs an example in quick mode, writing into `tmp_path`; returns stdout."""
+    """Runs an example in quick mode, writing into `tmp_path`; returns stdout.
+
+    Its stderr (not a terminal here) must hold progress as lines, not a bar's
+    redraws, and none of TensorFlow's start-up lines.
+    """
+    global last_stderr
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     # The checkout's `sonnet`, whether or not it is installed.
     env["PYTHONPATH"] = os.pathsep.join(
@@ -60,7 +71,43 @@ def run_example(script: str, tmp_path: Path, *args: str) -> str:
         f"{script} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
         f"{result.stderr[-3000:]}"
     )
+    last_stderr = result.stderr
     return result.stdout
+
+
+def assert_quiet_progress(stderr: str) -> None:
+    assert "\r" not in stderr, "a progress bar was drawn without a terminal"
+    assert re.search(r"^training: \d+/\d+ steps, ", stderr, re.MULTILINE), stderr
+    for noise in ["cuda", "absl::InitializeLog", "cpu_feature_guard", "I0000"]:
+        assert noise not in stderr, f"TensorFlow start-up line on stderr:\n{stderr}"
+
+
+def tensorboard_logs(logdir: Path) -> dict[str, list[float | str]]:
+    """Every tag in the event files of `logdir`, read with TensorBoard's own
+    reader: `{tag: [value per step]}` for scalars and text, plugin name else."""
+    assert logdir.is_dir(), f"no TensorBoard logs in {logdir}"
+    reader = event_accumulator.EventAccumulator(
+        str(logdir), size_guidance={event_accumulator.TENSORS: 0}
+    )
+    reader.Reload()
+    logs: dict[str, list[float | str]] = {}
+    for tag in reader.Tags()[event_accumulator.TENSORS]:
+        plugin = reader.SummaryMetadata(tag).plugin_data.plugin_name
+        values = [tf.make_ndarray(e.tensor_proto) for e in reader.Tensors(tag)]
+        if plugin == "scalars":
+            logs[tag] = [float(v) for v in values]
+        elif plugin == "text":
+            logs[tag] = [v.item().decode() for v in values]
+        else:
+            logs[tag] = [plugin]
+    return logs
+
+
+def assert_summary_text(logs: dict[str, list[float | str]], tag: str) -> None:
+    (text,) = logs[tag]
+    assert isinstance(text, str)
+    assert "Trainable" in text and "Total" in text and "FLOPs" in text
+    assert "multiple" not in text
 
 
 def accuracy(stdout: str) -> float:
@@ -84,9 +131,22 @@ def assert_png(path: Path) -> np.ndarray:
 def test_mlp_digits(tmp_path):
     stdout = run_example("mlp_digits.py", tmp_path)
     assert accuracy(stdout) >= 0.95  # Even the quick run's 300 steps get there.
+    assert_quiet_progress(last_stderr)
+    assert re.search(r"mlp/linear_0 +Linear +f32\[64,256\] +16,640", stdout)
     out = tmp_path / "out"
     assert_png(out / "loss.png")
+    assert_png(out / "evaluation.png")
     assert_png(out / "predictions.png")
+    match = re.search(r"(\d+) misclassified, (\d+) of them in predictions.png", stdout)
+    assert match and int(match.group(2)) == min(int(match.group(1)), 16), stdout
+    logs = tensorboard_logs(out / "logs")
+    assert len(logs["train/loss"]) == 30  # One mean per 10 of the 300 steps.
+    assert len(logs["test/accuracy"]) == len(logs["test/loss"]) == 10
+    assert logs["test/accuracy"][-1] == pytest.approx(accuracy(stdout), abs=1e-4)
+    for layer in ["linear_0", "linear_1", "linear_2"]:
+        for variable in ["w", "b"]:
+            assert logs[f"mlp/{layer}/{variable}"] == ["histograms"]
+    assert_summary_text(logs, "model/summary")
     assert (out / "checkpoint" / "ckpt-1.index").is_file()
     assert (out / "saved_model" / "saved_model.pb").is_file()
     assert re.search(r"checkpoint .*: reloaded outputs match", stdout)
@@ -96,6 +156,18 @@ def test_mlp_digits(tmp_path):
 def test_little_gan(tmp_path):
     stdout = run_example("little_gan.py", tmp_path)
     assert "final losses" in stdout
+    assert_quiet_progress(last_stderr)
+    # A 60-step GAN's samples are still all alike; the run says so.
+    match = re.search(r"sample diversity ([0-9.]+)", stdout)
+    assert match, stdout
+    if float(match.group(1)) < 0.3:
+        assert "the samples are nearly all alike" in stdout
+    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    for tag in ["discriminator_loss", "generator_loss", "discriminator_accuracy"]:
+        assert len(logs[f"train/{tag}"]) == 6
+    assert logs["samples"] == ["images"]
+    assert_summary_text(logs, "generator/summary")
+    assert_summary_text(logs, "discriminator/summary")
     pixels = assert_png(tmp_path / "out" / "samples.png")
     assert pixels.shape[0] > pixels.shape[1] / 4  # Several rows of samples.
 
@@ -109,12 +181,24 @@ def test_vqvae(tmp_path):
     error, baseline = map(float, match.groups())
     assert error < baseline
     assert_png(tmp_path / "out" / "reconstructions.png")
+    assert_quiet_progress(last_stderr)
+    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    assert len(logs["train/loss"]) == len(logs["train/perplexity"]) == 8
+    assert logs["test/reconstruction_error"] == [pytest.approx(error, abs=1e-4)]
+    assert_summary_text(logs, "model/summary")
+    # The encoder and decoder have one name scope; their paths differ.
+    assert "vqvae/encoder/conv" in stdout and "vqvae/decoder/conv" in stdout
 
 
 def test_functional_mlp(tmp_path):
     stdout = run_example("functional_mlp.py", tmp_path)
     assert accuracy(stdout) > 0.5
     assert_png(tmp_path / "out" / "loss.png")
+    assert_quiet_progress(last_stderr)
+    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    assert len(logs["train/loss"]) == 10
+    assert logs["test/accuracy"] == [pytest.approx(accuracy(stdout), abs=1e-4)]
+    assert_summary_text(logs, "model/summary")
 
 
 def test_functional_mlp_with_sgd_on_an_mnist_file(tmp_path):
@@ -133,6 +217,11 @@ def test_distributed_training_replicator(tmp_path):
     assert "replicas in sync: True (2 copies)" in stdout
     assert accuracy(stdout) > 0.2
     assert_png(tmp_path / "out" / "loss.png")
+    assert_quiet_progress(last_stderr)
+    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    assert len(logs["train/loss"]) == 4
+    assert logs["test/accuracy"] == [pytest.approx(accuracy(stdout), abs=1e-4)]
+    assert_summary_text(logs, "model/summary")
 
 
 def test_distributed_training_two_workers(tmp_path):
@@ -143,11 +232,40 @@ def test_distributed_training_two_workers(tmp_path):
     assert "replicas in sync: True (2 copies)" in stdout
     assert 0.0 <= accuracy(stdout) <= 1.0
     assert_png(tmp_path / "out" / "loss.png")
+    # Only the chief worker writes logs.
+    assert len(list((tmp_path / "out" / "logs").iterdir())) == 1
+    assert "test/accuracy" in tensorboard_logs(tmp_path / "out" / "logs")
+
+
+def test_char_transformer(tmp_path):
+    stdout = run_example("char_transformer.py", tmp_path)
+    match = re.search(
+        r"validation loss: ([0-9.]+) nats/char.*alone: ([0-9.]+) nats/char", stdout
+    )
+    assert match, stdout
+    loss, baseline = map(float, match.groups())
+    assert loss < baseline  # Even 60 steps beat character frequencies.
+    assert "sampled text:\n" in stdout
+    match = re.search(r"recomputing each prefix: max \|diff\| (\S+)", stdout)
+    assert match and float(match.group(1)) < 1e-4, stdout
+    assert re.search(r"checkpoint .*: reloaded outputs match", stdout)
+    out = tmp_path / "out"
+    assert_png(out / "loss.png")
+    assert (out / "sample.txt").read_text(encoding="utf-8").startswith("def ")
+    assert (out / "checkpoint" / "ckpt-1.index").is_file()
+
+
+def test_char_transformer_rejects_a_width_not_divisible_by_the_heads(tmp_path):
+    command = [sys.executable, str(EXAMPLES / "char_transformer.py"), "--width", "30"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "--width (30) must be a multiple of --heads" in result.stderr
 
 
 def test_worker_launcher_stops_the_others_when_one_fails(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", datasets)
     monkeypatch.setitem(sys.modules, "plots", _load("plots"))
+    monkeypatch.setitem(sys.modules, "tools", _load("tools"))
     launcher = _load("distributed_training")
     marker = tmp_path / "survivor_finished"
     # Worker 1 fails at once; worker 0 would write `marker` after 60 seconds.
@@ -159,6 +277,48 @@ def test_worker_launcher_stops_the_others_when_one_fails(tmp_path, monkeypatch):
     )
     assert launcher.launch_workers([sys.executable, "-c", code], 2) == 1
     assert not marker.exists()
+
+
+OWN_EXAMPLES = [
+    "mlp_digits.py",
+    "little_gan.py",
+    "vqvae.py",
+    "functional_mlp.py",
+    "distributed_training.py",
+]
+
+
+@pytest.mark.parametrize("script", OWN_EXAMPLES)
+def test_help_answers_without_importing_tensorflow(script, tmp_path):
+    # A `tensorflow` that cannot be imported: `--help` must not need it.
+    fake = tmp_path / "fake" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('TensorFlow imported')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"))
+    command = [sys.executable, str(EXAMPLES / script), "--help"]
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    text = " ".join(result.stdout.split())
+    tools = _load("tools")
+    # The README's account of `--data` is each script's own.
+    assert " ".join(tools.DATA_HELP.split()) in text
+    for option in ["--quick", "--steps", "--out", "--logdir", "--data PATH"]:
+        assert option in text
+
+
+def test_readme_describes_the_examples_options():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Examples", 1)[1].split("\n## ", 1)[0]
+    text = " ".join(section.split())
+    tools = _load("tools")
+    assert " ".join(tools.DATA_HELP.split()) in text
+    assert "tensorboard --logdir examples/out" in text
+    assert "TF_CPP_MIN_LOG_LEVEL" in text
+    for script in OWN_EXAMPLES:
+        assert f"examples/{script}" in text
 
 
 # ---------------------------------------------------------------------------

@@ -47,10 +47,15 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "['scale/scale:0', 'linear/b:0', 'linear/w:0']",
         "Linear(output_size=4) does not currently contain any variables",
         "loss after 5 steps",
+        "[0.0, 0.0005, 0.001, 0.00055, 0.0001]",
         "['module/_layers/0/b/.ATTRIBUTES/VARIABLE_VALUE', "
         "'module/_layers/0/w/.ATTRIBUTES/VARIABLE_VALUE']",
         "| mlp/linear_0/w | f32[784,64] | True ",
+        "mlp/linear_0  Linear   f32[8,64]       50,240                0  200,960  "
+        "803,328",
         "replica(s), loss",
+        "Keras trains the MLP's own w: True",
+        "(2, 10, 64)\n(1, 3, 100)\n(1, 5)",
     ]:
         assert shown in printed, f"README output missing {shown!r}:\n{printed}"
     assert (tmp_path / "saved_mlp" / "saved_model.pb").is_file()

@@ -87,6 +87,9 @@ _MODULES = {
     "resnet50_trace": "bench.workloads.resnet",
     "resnet50_ckpt": "bench.workloads.resnet",
     "resnet50_step": "bench.workloads.resnet",
+    "transformer_step": "bench.workloads.transformer",
+    "decode_tokens": "bench.workloads.transformer",
+    "mha_eager_overhead": "bench.workloads.transformer",
     "memory": "bench.workloads.process",
 }
 

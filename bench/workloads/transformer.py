@@ -1,0 +1,431 @@
+"""Transformer workloads: a train step, decoding with the cache, eager attention.
+
+`transformer_step`: one `tf.function` train step (forward, mean squared
+error against a random target, gradients, AdamW with learning rate 1e-3 and
+weight decay 0.01) of a causal pre-norm Transformer: 4 blocks of width 256
+with 4 heads (key size 64), GELU MLPs of width 1024, layer norms, biases;
+inputs `[16, 128, 256]`. Ours is `snt.nets.Transformer` +
+`snt.optimizers.AdamW`; Keras builds the same blocks from
+`keras.layers.MultiHeadAttention` (with `use_causal_mask=True`),
+`LayerNormalization` and `Dense` and trains them with
+`keras.optimizers.AdamW`; raw is the same maths written by hand (matmuls,
+einsums, `tf.nn.moments`, decoupled decay + the fused `ResourceApplyAdam`).
+
+`decode_tokens`: greedy generation of 256 tokens (batch 1, one prompt token)
+with a small language model (`snt.Embed(256, 256)`, the Transformer above
+with rotary embeddings, an `snt.Linear(256)` head), the whole loop in one
+`tf.function`: with the cache (`decode_tokens`: one position per step) and
+without (`decode_tokens_no_cache`: the whole prefix again at every step), and with
+the cache compiled by XLA (`decode_tokens_xla`, for information: the
+shapes of a decoding loop without the cache change at every step, so it
+cannot be compiled).
+
+`mha_eager_overhead`: one eager `snt.MultiHeadAttention(4, 8)` self-attention
+call on `[2, 8, 32]`, causal, against the same ops called eagerly by hand
+(small sizes: per-call overhead, not arithmetic, decides).
+
+The sonnet side uses `snt.nets.Transformer` and `snt.MultiHeadAttention`,
+which the original Sonnet 2.0.2 does not have: these workloads do not run
+with `--vs`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+
+from bench.harness import Sampler, timed
+from bench.workloads import KERAS, OURS, RAW, Row, Target, Workload
+
+LEARNING_RATE = 1e-3
+WEIGHT_DECAY = 0.01
+EPSILON = 1e-5  # Layer norm.
+
+
+@dataclass(frozen=True)
+class Config:
+    layers: int
+    width: int
+    heads: int
+    time: int
+    batch: int
+
+    @property
+    def key_size(self) -> int:
+        return self.width // self.heads
+
+
+FULL = Config(layers=4, width=256, heads=4, time=128, batch=16)
+QUICK = Config(layers=1, width=32, heads=4, time=16, batch=2)
+
+
+# ---------------------------------------------------------------------------
+# Hand-written TensorFlow.
+
+
+def _weight(fan_in: int, fan_out: int) -> tf.Variable:
+    stddev = 1 / math.sqrt(fan_in)
+    return tf.Variable(tf.random.truncated_normal([fan_in, fan_out], stddev=stddev))
+
+
+def _zeros(size: int) -> tf.Variable:
+    return tf.Variable(tf.zeros([size]))
+
+
+def _ones(size: int) -> tf.Variable:
+    return tf.Variable(tf.ones([size]))
+
+
+def _layer_norm(x: tf.Tensor, scale: tf.Variable, offset: tf.Variable) -> tf.Tensor:
+    mean, variance = tf.nn.moments(x, [-1], keepdims=True)
+    return tf.nn.batch_normalization(x, mean, variance, offset, scale, EPSILON)
+
+
+def _dense_3d(x: tf.Tensor, w: tf.Variable, b: tf.Variable) -> tf.Tensor:
+    return tf.nn.bias_add(tf.matmul(x, w), b)
+
+
+def _dense(x: tf.Tensor, w: tf.Variable, b: tf.Variable) -> tf.Tensor:
+    # Positions as rows of one matrix: a plain matmul, whose weight gradient
+    # is one matmul too (a `[B, T, D]` batch matmul's is one per example).
+    rows = tf.reshape(x, [-1, x.shape[-1]])
+    y = tf.nn.bias_add(tf.matmul(rows, w), b)
+    return tf.reshape(y, [*x.shape[:-1], w.shape[-1]])
+
+
+class RawAttention:
+    """Causal self-attention by hand: four projections and two einsums.
+
+    `rows=True` runs the projections as matmuls over `[B * T, D]` rows (the
+    fast choice in a graph, see `_dense`); `rows=False` as `tf.matmul` of
+    the `[B, T, D]` inputs (fewest ops, for eager calls). The causal mask
+    is made once per sequence length.
+    """
+
+    def __init__(self, width: int, heads: int, key_size: int, rows: bool = True):
+        self.heads, self.key_size = heads, key_size
+        self.dense = _dense if rows else _dense_3d
+        self.masks: dict[int, tf.Tensor] = {}
+        inner = heads * key_size
+        self.params = [
+            _weight(width, inner),
+            _zeros(inner),
+            _weight(width, inner),
+            _zeros(inner),
+            _weight(width, inner),
+            _zeros(inner),
+            _weight(inner, width),
+            _zeros(width),
+        ]
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        wq, bq, wk, bk, wv, bv, wo, bo = self.params
+        dense = self.dense
+        batch, time = x.shape[0], x.shape[1]
+        split = [batch, time, self.heads, self.key_size]
+        q = tf.reshape(dense(x, wq, bq), split) * (1 / math.sqrt(self.key_size))
+        k = tf.reshape(dense(x, wk, bk), split)
+        v = tf.reshape(dense(x, wv, bv), split)
+        logits = tf.einsum("bthk,bshk->bhts", q, k)
+        causal = self.masks.get(time)
+        if causal is None or not tf.executing_eagerly():
+            causal = tf.range(time)[:, None] >= tf.range(time)[None, :]
+            if tf.executing_eagerly():
+                self.masks[time] = causal
+        logits = tf.where(causal, logits, logits.dtype.min)
+        heads = tf.einsum("bhts,bshv->bthv", tf.nn.softmax(logits), v)
+        return dense(tf.reshape(heads, [batch, time, -1]), wo, bo)
+
+
+class RawTransformer:
+    """The pre-norm causal Transformer of `snt.nets.Transformer`, by hand."""
+
+    def __init__(self, config: Config):
+        width = config.width
+        self.blocks = []
+        for _ in range(config.layers):
+            attention = RawAttention(width, config.heads, config.key_size)
+            norms = [_ones(width), _zeros(width), _ones(width), _zeros(width)]
+            mlp = [
+                _weight(width, 4 * width),
+                _zeros(4 * width),
+                _weight(4 * width, width),
+                _zeros(width),
+            ]
+            self.blocks.append((attention, norms, mlp))
+        self.final_norm = [_ones(width), _zeros(width)]
+        self.params: list[tf.Variable] = list(self.final_norm)
+        for attention, norms, mlp in self.blocks:
+            self.params += attention.params + norms + mlp
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        for attention, (s1, o1, s2, o2), (w1, b1, w2, b2) in self.blocks:
+            x = x + attention(_layer_norm(x, s1, o1))
+            h = tf.nn.gelu(_dense(_layer_norm(x, s2, o2), w1, b1))
+            x = x + _dense(h, w2, b2)
+        return _layer_norm(x, *self.final_norm)
+
+
+def _raw_adamw(params: list[tf.Variable]) -> Callable[[list[tf.Tensor]], None]:
+    """AdamW by hand: decoupled decay, then the fused Adam kernel."""
+    beta1, beta2, epsilon = 0.9, 0.999, 1e-8
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    m = [tf.Variable(tf.zeros_like(p)) for p in params]
+    v = [tf.Variable(tf.zeros_like(p)) for p in params]
+
+    def apply(grads: list[tf.Tensor]) -> None:
+        t = tf.cast(step.assign_add(1), tf.float32)
+        beta1_power, beta2_power = tf.pow(beta1, t), tf.pow(beta2, t)
+        fused_epsilon = epsilon * tf.sqrt(1 - beta2_power)
+        for p, g, mp, vp in zip(params, grads, m, v, strict=True):
+            p.assign_sub(LEARNING_RATE * WEIGHT_DECAY * p)
+            tf.raw_ops.ResourceApplyAdam(
+                var=p.handle,
+                m=mp.handle,
+                v=vp.handle,
+                beta1_power=beta1_power,
+                beta2_power=beta2_power,
+                lr=LEARNING_RATE,
+                beta1=beta1,
+                beta2=beta2,
+                epsilon=fused_epsilon,
+                grad=g,
+            )
+
+    return apply
+
+
+# ---------------------------------------------------------------------------
+# Keras 3.
+
+
+def _keras_transformer(config: Config) -> tuple[Callable[[tf.Tensor], Any], Any]:
+    import keras
+
+    layers = []
+    for _ in range(config.layers):
+        layers.append(
+            (
+                keras.layers.LayerNormalization(epsilon=EPSILON),
+                keras.layers.MultiHeadAttention(config.heads, config.key_size),
+                keras.layers.LayerNormalization(epsilon=EPSILON),
+                keras.layers.Dense(4 * config.width, activation="gelu"),
+                keras.layers.Dense(config.width),
+            )
+        )
+    final_norm = keras.layers.LayerNormalization(epsilon=EPSILON)
+
+    def forward(x: tf.Tensor) -> tf.Tensor:
+        for norm1, attention, norm2, dense1, dense2 in layers:
+            h = norm1(x)
+            x = x + attention(h, h, use_causal_mask=True, training=True)
+            x = x + dense2(dense1(norm2(x)))
+        return final_norm(x)
+
+    return forward, (layers, final_norm)
+
+
+def _keras_variables(modules: Any) -> list[tf.Variable]:
+    layers, final_norm = modules
+    params = [v for block in layers for layer in block for v in layer.trainable_weights]
+    return params + list(final_norm.trainable_weights)
+
+
+# ---------------------------------------------------------------------------
+# Workloads.
+
+
+def _snt_transformer(config: Config, **kwargs: Any) -> Any:
+    import sonnet as snt
+
+    return snt.nets.Transformer(
+        num_layers=config.layers,
+        num_heads=config.heads,
+        model_size=config.width,
+        causal=True,
+        **kwargs,
+    )
+
+
+def build_transformer_step(impl: str, quick: bool) -> dict[str, Sampler]:
+    config = QUICK if quick else FULL
+    shape = [config.batch, config.time, config.width]
+    x = tf.random.normal(shape, seed=0)
+    y = tf.random.normal(shape, seed=1)
+    if impl == "sonnet":
+        import sonnet as snt
+
+        model = _snt_transformer(config)
+        model(x[:1])
+        forward, params = model, list(model.trainable_variables)
+        optimizer = snt.optimizers.AdamW(LEARNING_RATE, weight_decay=WEIGHT_DECAY)
+
+        def apply(grads: list[tf.Tensor]) -> None:
+            optimizer.apply(grads, params)
+    elif impl == "raw":
+        raw = RawTransformer(config)
+        forward, params = raw, raw.params
+        apply = _raw_adamw(params)
+    else:
+        import keras
+
+        forward, modules = _keras_transformer(config)
+        forward(x[:1])
+        params = _keras_variables(modules)
+        keras_optimizer = keras.optimizers.AdamW(
+            LEARNING_RATE, weight_decay=WEIGHT_DECAY
+        )
+        keras_optimizer.build(params)
+
+        def apply(grads: list[tf.Tensor]) -> None:
+            keras_optimizer.apply_gradients(zip(grads, params, strict=True))
+
+    @tf.function
+    def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(forward(x) - y))
+        apply(tape.gradient(loss, params))
+        return loss
+
+    return {"transformer_step": timed(lambda: step(x, y))}
+
+
+def build_decode(impl: str, quick: bool) -> dict[str, Sampler]:
+    import sonnet as snt
+
+    config = QUICK if quick else FULL
+    vocab, length = 256, (16 if quick else 256)
+    embed = snt.Embed(vocab, config.width)
+    transformer = _snt_transformer(config, rotary=True)
+    head = snt.Linear(vocab)
+    prompt = tf.zeros([1, 1], tf.int32)
+
+    def with_cache(prompt: tf.Tensor) -> tf.Tensor:
+        cache = transformer.initial_cache(1, 1 + length)
+        tokens = tf.TensorArray(tf.int32, size=length)
+        token = prompt
+        for i in tf.range(length):
+            h, cache = transformer(embed(token), cache=cache)
+            token = tf.argmax(head(h[:, -1:]), axis=-1, output_type=tf.int32)
+            tokens = tokens.write(i, token[:, 0])
+        return tokens.stack()
+
+    @tf.function
+    def without_cache(prompt: tf.Tensor) -> tf.Tensor:
+        tokens = prompt
+        for _ in tf.range(length):
+            tf.autograph.experimental.set_loop_options(
+                shape_invariants=[(tokens, tf.TensorShape([1, None]))]
+            )
+            logits = head(transformer(embed(tokens))[:, -1:])
+            token = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            tokens = tf.concat([tokens, token], axis=1)
+        return tokens[:, 1:]
+
+    cached = tf.function(with_cache)
+    # The cache keeps every shape fixed, so the whole loop compiles with XLA.
+    compiled = tf.function(with_cache, jit_compile=True)
+    return {
+        "decode_tokens": timed(lambda: cached(prompt)),
+        "decode_tokens_no_cache": timed(lambda: without_cache(prompt)),
+        "decode_tokens_xla": timed(lambda: compiled(prompt)),
+    }
+
+
+def build_mha_eager(impl: str, quick: bool) -> dict[str, Sampler]:
+    heads, key_size = 4, 8
+    x = tf.random.normal([2, 8, heads * key_size], seed=0)
+    if impl == "sonnet":
+        import sonnet as snt
+
+        mha = snt.MultiHeadAttention(heads, key_size)
+        mha(x, causal=True)
+        return {"mha_eager_overhead": timed(lambda: mha(x, causal=True))}
+    if impl == "raw":
+        raw = RawAttention(heads * key_size, heads, key_size, rows=False)
+        return {"mha_eager_overhead": timed(lambda: raw(x))}
+    import keras
+
+    layer = keras.layers.MultiHeadAttention(heads, key_size)
+    layer(x, x, use_causal_mask=True)
+    return {"mha_eager_overhead": timed(lambda: layer(x, x, use_causal_mask=True))}
+
+
+WORKLOADS = {
+    "transformer_step": Workload(
+        name="transformer_step",
+        rows=(
+            Row(
+                "transformer_step",
+                "ms",
+                "tf.function causal Transformer (4 x width 256, 4 heads) AdamW "
+                "train step, batch 16 x 128 positions",
+            ),
+        ),
+        impls=(OURS, RAW, KERAS),
+        repeats=7,
+        number=2,
+        quick_repeats=2,
+        quick_number=1,
+        build=build_transformer_step,
+        targets=(
+            Target("transformer_step", RAW, 1.05),
+            Target("transformer_step", KERAS, 0.85),
+        ),
+        original=False,
+    ),
+    "decode_tokens": Workload(
+        name="decode_tokens",
+        rows=(
+            Row(
+                "decode_tokens",
+                "ms",
+                "greedy generation of 256 tokens, batch 1, with the cache "
+                "(one tf.function)",
+            ),
+            Row(
+                "decode_tokens_no_cache",
+                "ms",
+                "the same without the cache (the whole prefix at every step)",
+            ),
+            Row(
+                "decode_tokens_xla",
+                "ms",
+                "the same with the cache, compiled with XLA (jit_compile=True)",
+            ),
+        ),
+        impls=(OURS,),
+        repeats=5,
+        number=1,
+        quick_repeats=2,
+        quick_number=1,
+        build=build_decode,
+        # At least 5 x the tokens per second of decoding without the cache.
+        targets=(
+            Target("decode_tokens", OURS, 0.2, other_row="decode_tokens_no_cache"),
+        ),
+        original=False,
+    ),
+    "mha_eager_overhead": Workload(
+        name="mha_eager_overhead",
+        rows=(
+            Row(
+                "mha_eager_overhead",
+                "us",
+                "eager causal MultiHeadAttention(4 heads x 8) call on [2, 8, 32]",
+            ),
+        ),
+        impls=(OURS, RAW, KERAS),
+        repeats=21,
+        number=100,
+        quick_repeats=3,
+        quick_number=5,
+        build=build_mha_eager,
+        targets=(Target("mha_eager_overhead", RAW, 1.1),),
+        original=False,
+    ),
+}

@@ -1,0 +1,316 @@
+"""Train a small causal Transformer language model on Python's own source code.
+
+The text is the source of a few standard-library modules (`json`, `os`,
+`argparse`, `pathlib`, ... by default: about 370,000 characters that ship with
+every Python, so nothing is downloaded); the last 10% is held out. The model
+reads characters and predicts the next one; at the end it writes new "Python"
+one character at a time. The full run reaches about 1.3 nats (1.9 bits) per
+held-out character, against 3.0 for character frequencies alone.
+
+    python examples/char_transformer.py             # 5-8 minutes on 2 CPU cores
+    python examples/char_transformer.py --quick     # a few seconds of training
+    python examples/char_transformer.py --modules json typing --steps 3000
+
+What it shows: `snt.Embed` + `snt.nets.Transformer(causal=True, rotary=True)` +
+`snt.Linear` as a language model, trained with `snt.optimizers.AdamW` and a
+warm-up + cosine learning-rate schedule inside a `tf.function` step; a
+validation loss against a character-frequency baseline; sampling with the
+decoding cache (`initial_cache`), the whole loop in one `tf.function`, checked
+against recomputing every prefix without the cache; a loss curve (`loss.png`),
+the sample (`sample.txt`) and a `tf.train.Checkpoint`, reloaded into a fresh
+model, in `--out` (default `examples/out/char_transformer`); TensorBoard logs
+in `--logdir`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import tools
+
+_MODULES = ["json", "os", "textwrap", "string", "argparse", "functools"]
+_MODULES += ["dataclasses", "pathlib"]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--modules",
+        nargs="+",
+        default=_MODULES,
+        help="standard-library modules whose source is the text (a package "
+        "contributes every .py file of its folder; default: %(default)s)",
+    )
+    parser.add_argument("--steps", type=int, help="training steps (default 1000)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a short run, to check that it works"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--out",
+        default=os.path.join("examples", "out", "char_transformer"),
+        help="where plots, the sample and the checkpoint go (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--logdir",
+        help="where TensorBoard logs go (default: OUT/logs); "
+        "view them with `tensorboard --logdir OUT/logs`",
+    )
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--context", type=int, help="characters seen at once")
+    parser.add_argument("--layers", type=int, help="Transformer blocks")
+    parser.add_argument("--width", type=int, help="model size")
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument(
+        "--sample-length",
+        type=int,
+        help="characters to generate (default: to fill the context; the model "
+        "has not seen positions past it)",
+    )
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--prompt", default="def ")
+    args = parser.parse_args()
+    tools.finish_arguments(args, steps=1000, quick_steps=60)
+    quick = args.quick
+    defaults = {
+        "context": 32 if quick else 128,
+        "layers": 1 if quick else 3,
+        "width": 32 if quick else 128,
+    }
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.width % args.heads:
+        parser.error(f"--width ({args.width}) must be a multiple of --heads")
+    if not args.prompt:
+        parser.error("--prompt must not be empty")
+    if args.sample_length is None:
+        args.sample_length = max(1, args.context - len(args.prompt))
+    return args
+
+
+def source_text(modules: list[str]) -> str:
+    """The source code of standard-library `modules`, one file after another."""
+    parts = []
+    for name in modules:
+        module = importlib.import_module(name)
+        path = Path(module.__file__ or "")
+        if path.suffix != ".py":
+            raise SystemExit(f"--modules: {name} has no Python source ({path})")
+        files = (
+            sorted(path.parent.glob("*.py")) if path.name == "__init__.py" else [path]
+        )
+        parts += [f.read_text(encoding="utf-8") for f in files]
+    return "\n".join(parts)
+
+
+# The command line is read before TensorFlow loads (seconds): `--help` and
+# mistakes in arguments answer at once.
+if __name__ == "__main__":
+    ARGS = parse_args()
+tools.import_tensorflow()
+
+import numpy as np
+import tensorflow as tf
+
+import sonnet as snt
+
+import plots
+
+
+class CharLM(snt.Module):
+    """Characters in, logits of the next character out.
+
+    `snt.nets.Transformer` maps vectors to vectors; the embedding of the
+    characters and the output head around it are ordinary Sonnet modules.
+    Rotary embeddings encode positions inside attention: there is no
+    position table, and the decoding cache knows where each new character
+    goes.
+    """
+
+    def __init__(self, vocab_size: int, args: argparse.Namespace):
+        super().__init__(name="char_lm")
+        self.embed = snt.Embed(vocab_size, args.width)
+        self.transformer = snt.nets.Transformer(
+            num_layers=args.layers,
+            num_heads=args.heads,
+            model_size=args.width,
+            dropout_rate=args.dropout,
+            causal=True,
+            rotary=True,
+        )
+        self.head = snt.Linear(vocab_size, name="head")
+
+    def __call__(
+        self, tokens: tf.Tensor, is_training: bool = False, cache: Any = None
+    ) -> Any:
+        """Logits `[B, T, vocab]`; with a cache, `(logits, new_cache)`."""
+        x = self.embed(tokens)
+        if cache is None:
+            return self.head(self.transformer(x, is_training=is_training))
+        y, cache = self.transformer(x, is_training=is_training, cache=cache)
+        return self.head(y), cache
+
+
+def main(args: argparse.Namespace) -> None:
+    tf.random.set_seed(args.seed)
+    text = source_text(args.modules)
+    chars = sorted(set(text))
+    index = {c: i for i, c in enumerate(chars)}
+    data = np.array([index[c] for c in text], dtype=np.int32)
+    split = int(len(data) * 0.9)
+    train_data, valid_data = data[:split], data[split:]
+    vocab_size = len(chars)
+    print(
+        f"text: {len(text)} characters of {', '.join(args.modules)} "
+        f"({vocab_size} distinct); {len(valid_data)} held out"
+    )
+
+    model = CharLM(vocab_size, args)
+    warmup = max(1, args.steps // 20)
+    schedule = snt.optimizers.schedules.WarmupCosine(
+        args.learning_rate, warmup, max(1, args.steps - warmup), alpha=0.1
+    )
+    optimizer = snt.optimizers.AdamW(schedule, weight_decay=0.01)
+    # Traced on a spec, nothing run: this also builds the model.
+    spec = tf.TensorSpec([args.batch_size, args.context], tf.int32)
+    table = str(snt.summary(model, spec, is_training=True))
+    print(table)
+    writer = tools.tensorboard(args.logdir)
+    tools.write_table("model/summary", table)
+
+    def xent(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
+        )
+
+    @tf.function
+    def train_step(tokens: tf.Tensor) -> tf.Tensor:
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        with tf.GradientTape() as tape:
+            loss = xent(model(inputs, is_training=True), targets)
+        params = model.trainable_variables
+        optimizer.apply(tape.gradient(loss, params), params)
+        return loss
+
+    @tf.function
+    def eval_loss(tokens: tf.Tensor) -> tf.Tensor:
+        return xent(model(tokens[:, :-1]), tokens[:, 1:])
+
+    rng = np.random.default_rng(args.seed)
+    window = np.arange(args.context + 1)
+
+    def random_batch() -> np.ndarray:
+        starts = rng.integers(0, len(train_data) - len(window), args.batch_size)
+        return train_data[starts[:, None] + window]
+
+    start = time.perf_counter()
+    losses: list[float] = []
+    with tools.progress(args.steps) as bar:
+        for step in bar:
+            losses.append(float(train_step(random_batch())))
+            if step % 25 == 0:
+                bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
+            if (step + 1) % 10 == 0:
+                tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
+    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
+
+    # Held-out text in consecutive windows; the baseline predicts every
+    # character from its frequency in the training text.
+    count = (len(valid_data) - 1) // args.context
+    windows = np.stack(
+        [
+            valid_data[i * args.context : (i + 1) * args.context + 1]
+            for i in range(count)
+        ]
+    )
+    chunks = [windows[i : i + 64] for i in range(0, count, 64)]
+    valid_loss = float(
+        np.average([eval_loss(c) for c in chunks], weights=[len(c) for c in chunks])
+    )
+    freq = np.bincount(train_data, minlength=vocab_size) + 1.0
+    freq /= freq.sum()
+    baseline = float(-np.mean(np.log(freq[valid_data])))
+    print(
+        f"validation loss: {valid_loss:.3f} nats/char, "
+        f"{valid_loss / math.log(2):.2f} bits/char "
+        f"(character frequencies alone: {baseline:.3f} nats/char)"
+    )
+    tf.summary.scalar("validation/loss", valid_loss, step=args.steps)
+
+    # Sampling: the prompt fills the cache in one call, then each new
+    # character is one call on a single position. The loop runs in the graph.
+    prompt = np.array([[index.get(c, 0) for c in args.prompt]], dtype=np.int32)
+    length = args.sample_length
+
+    @tf.function
+    def sample(prompt: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        # The cache has a fixed size: the prompt's (known while tracing) plus
+        # the characters to generate.
+        cache = model.transformer.initial_cache(
+            tf.shape(prompt)[0], prompt.shape[1] + length
+        )
+        logits, cache = model(prompt, cache=cache)
+        next_logits = logits[:, -1]
+        tokens = tf.TensorArray(tf.int32, size=length)
+        all_logits = tf.TensorArray(tf.float32, size=length)
+        for i in tf.range(length):
+            all_logits = all_logits.write(i, next_logits)
+            token = tf.random.stateless_categorical(
+                next_logits / args.temperature, 1, seed=[seed, i], dtype=tf.int32
+            )
+            tokens = tokens.write(i, token[:, 0])
+            logits, cache = model(token, cache=cache)
+            next_logits = logits[:, -1]
+        return tf.transpose(tokens.stack()), tf.transpose(all_logits.stack(), [1, 0, 2])
+
+    generated, sampled_logits = sample(prompt, tf.constant(args.seed))
+    text_out = args.prompt + "".join(chars[i] for i in generated.numpy()[0])
+    print(f"sampled text:\n{'-' * 60}\n{text_out}\n{'-' * 60}")
+    tools.write_table("sample", text_out, step=args.steps)
+    writer.flush()
+    # Without the cache, every position's logits come from the whole prefix.
+    full = tf.concat([prompt, generated[:, :-1]], axis=1)
+    recomputed = model(full)[:, prompt.shape[1] - 1 :]
+    difference = float(tf.reduce_max(tf.abs(recomputed - sampled_logits)))
+    print(
+        f"cached decoding matches recomputing each prefix: max |diff| {difference:.2e}"
+    )
+
+    os.makedirs(args.out, exist_ok=True)
+    plots.save_curve(
+        os.path.join(args.out, "loss.png"),
+        losses,
+        "cross-entropy (nats/char)",
+        "training loss",
+    )
+    with open(os.path.join(args.out, "sample.txt"), "w", encoding="utf-8") as f:
+        f.write(text_out)
+
+    # The checkpoint stores the variables by their place in the object graph
+    # (`model/transformer/blocks/0/attention/...`); a fresh model restores
+    # them when its first call creates them.
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    path = checkpoint.save(os.path.join(args.out, "checkpoint", "ckpt"))
+    fresh = CharLM(vocab_size, args)
+    status = tf.train.Checkpoint(model=fresh).read(path)
+    batch = windows[:8, :-1]
+    np.testing.assert_allclose(fresh(batch).numpy(), model(batch).numpy(), atol=1e-5)
+    status.assert_existing_objects_matched().expect_partial()
+    print(f"checkpoint {path}: reloaded outputs match")
+    print(
+        f"wrote {args.out}/loss.png and {args.out}/sample.txt; "
+        f"TensorBoard logs in {args.logdir}"
+    )
+
+
+if __name__ == "__main__":
+    main(ARGS)

@@ -1,0 +1,516 @@
+"""`snt.nets.Transformer` and `snt.nets.TransformerBlock`: pre-norm Transformers.
+
+A block is `x + attention(norm(x))` followed by `x + mlp(norm(x))` (the
+"pre-norm" arrangement of GPT-2 and most later models, which trains stably
+even without a learning-rate warm-up: Xiong et al. 2020, arXiv:2002.04745). A
+`Transformer` is `num_layers` blocks and a final norm. Token embeddings and
+the output head are left to the user (`snt.Embed`, `snt.Linear`): see the
+`Transformer` docstring.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import attention as attention_lib
+from sonnet._src import axis_norm, base, checks, initializers, utils
+from sonnet._src import dropout as dropout_lib
+from sonnet._src import linear as linear_lib
+from sonnet._src import rms_norm as rms_norm_lib
+
+_ACTIVATIONS = ("gelu", "relu", "swiglu")
+_NORMS = ("layer", "rms")
+
+
+def _choice(argument: str, value: Any, options: tuple[str, ...]) -> str:
+    """A string argument that must be one of `options`."""
+    expected = "must be one of " + ", ".join(f'"{o}"' for o in options)
+    if not isinstance(value, str):
+        raise utils.bad_type(argument, expected, value)
+    if value not in options:
+        raise utils.bad_value(argument, expected, value)
+    return value
+
+
+def _sizes(
+    num_heads: Any, model_size: Any, key_size: Any, mlp_hidden_size: Any
+) -> tuple[int, int, int, int]:
+    """Resolves `(num_heads, model_size, key_size, mlp_hidden_size)`."""
+    num_heads = checks.size("num_heads", num_heads)
+    model_size = checks.optional_size("model_size", model_size)
+    key_size = checks.optional_size("key_size", key_size)
+    if model_size is None:
+        if key_size is None:
+            raise utils.bad_value(
+                "model_size",
+                "must be given, or `key_size` (then `model_size` is "
+                "`num_heads * key_size`)",
+                model_size,
+            )
+        model_size = num_heads * key_size
+    elif key_size is None:
+        if model_size % num_heads:
+            raise utils.bad_value(
+                "model_size",
+                f"must be a multiple of `num_heads` ({num_heads}) when `key_size` "
+                "is not given (the default `key_size` is `model_size // num_heads`)",
+                model_size,
+            )
+        key_size = model_size // num_heads
+    if mlp_hidden_size is None:
+        mlp_hidden_size = 4 * model_size
+    mlp_hidden_size = checks.size("mlp_hidden_size", mlp_hidden_size)
+    return num_heads, model_size, key_size, mlp_hidden_size
+
+
+def _dropout_rate(value: Any) -> tuple[Any, bool]:
+    """The checked rate and whether dropout does anything."""
+    rate = dropout_lib.check_rate("dropout_rate", value)
+    used = not (isinstance(rate, numbers.Real) and rate == 0)
+    return rate, used
+
+
+def _training(is_training: Any) -> bool | tf.Tensor:
+    return checks.mode_flag("is_training", is_training)
+
+
+def _check_inputs(inputs: Any, model_size: int) -> tf.Tensor:
+    """`inputs` as a float tensor `[batch, time, model_size]`, else a clean error."""
+    if inputs is None or isinstance(inputs, (str, bytes)):
+        raise utils.bad_type("inputs", "must be a float tensor", inputs)
+    inputs = utils.to_tensor("inputs", inputs)
+    if not inputs.dtype.is_floating:
+        raise utils.bad_type("inputs", "must be a floating point tensor", inputs)
+    shape = inputs.shape
+    if shape.rank is not None and shape.rank != 3:
+        raise utils.bad_value(
+            "inputs", "must have rank 3: [batch, time, model_size]", inputs
+        )
+    if shape.rank is not None and shape[-1] not in (None, model_size):
+        raise utils.bad_value(
+            "inputs",
+            f"must have a last dimension of `model_size` ({model_size})",
+            inputs,
+        )
+    return inputs
+
+
+def _check_causal(causal: bool, cache: Any) -> None:
+    # With a cache, attention is causal whatever `causal` says: an encoder
+    # would silently compute something else than without the cache.
+    if cache is not None and not causal:
+        raise utils.bad_value(
+            "cache",
+            "is only for decoding with a causal model (`causal=True`)",
+            "a cache for a model with causal=False",
+        )
+
+
+class TransformerBlock(base.Module):
+    """One pre-norm Transformer layer: attention, then an MLP, each residual.
+
+    `x = x + dropout(attention(norm(x)))`, then
+    `x = x + dropout(mlp(norm(x)))`. The attention is an
+    `snt.MultiHeadAttention` (self-attention); the MLP is
+    `mlp_out(activation(mlp_in(x)))`, or with `activation="swiglu"`
+    `mlp_out(silu(mlp_gate(x)) * mlp_in(x))` (Shazeer 2020,
+    arXiv:2002.05202). Stack blocks with `snt.nets.Transformer`, which
+    documents every argument; a block takes the same ones but `num_layers`.
+
+    Attributes (submodules; these names are their checkpoint paths):
+    `attention_norm`, `attention`, `mlp_norm`, `mlp_in`, `mlp_gate` (SwiGLU
+    only), `mlp_out`.
+
+    Shapes:
+      inputs `[batch, time, model_size]` -> outputs of the same shape.
+
+    >>> block = snt.nets.TransformerBlock(num_heads=2, model_size=8)
+    >>> block(tf.ones([3, 5, 8])).shape
+    TensorShape([3, 5, 8])
+    >>> len(block.variables)  # 2 norms x 2, attention 4 x 2, MLP 2 x 2.
+    16
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        model_size: int | None = None,
+        key_size: int | None = None,
+        mlp_hidden_size: int | None = None,
+        num_kv_heads: int | None = None,
+        activation: str = "gelu",
+        norm: str = "layer",
+        dropout_rate: Any = 0.0,
+        causal: bool = False,
+        rotary: bool = False,
+        rotary_base: float = 10000.0,
+        w_init: initializers.Initializer | None = None,
+        with_bias: bool = True,
+        name: str | None = None,
+    ):
+        num_heads, model_size, key_size, mlp_hidden_size = _sizes(
+            num_heads, model_size, key_size, mlp_hidden_size
+        )
+        activation = _choice("activation", activation, _ACTIVATIONS)
+        norm = _choice("norm", norm, _NORMS)
+        dropout_rate, use_dropout = _dropout_rate(dropout_rate)
+        causal = checks.flag("causal", causal)
+        with_bias = checks.flag("with_bias", with_bias)
+        checks.initializer("w_init", w_init)
+        super().__init__(name=name)
+        self.num_heads = num_heads
+        self.model_size = model_size
+        self.key_size = key_size
+        self.mlp_hidden_size = mlp_hidden_size
+        self.activation = activation
+        self.norm = norm
+        self.dropout_rate = dropout_rate
+        self.causal = causal
+        self._use_dropout = use_dropout
+        self.attention_norm = _norm(norm, "attention_norm")
+        self.attention = attention_lib.MultiHeadAttention(
+            num_heads=num_heads,
+            key_size=key_size,
+            model_size=model_size,
+            num_kv_heads=num_kv_heads,
+            w_init=w_init,
+            with_bias=with_bias,
+            rotary=rotary,
+            rotary_base=rotary_base,
+            name="attention",
+        )
+        self.mlp_norm = _norm(norm, "mlp_norm")
+
+        def linear(size: int, name: str) -> linear_lib.Linear:
+            return linear_lib.Linear(
+                size, with_bias=with_bias, w_init=w_init, name=name
+            )
+
+        self.mlp_in = linear(mlp_hidden_size, "mlp_in")
+        if activation == "swiglu":
+            self.mlp_gate = linear(mlp_hidden_size, "mlp_gate")
+        self.mlp_out = linear(model_size, "mlp_out")
+
+    @utils.no_autograph
+    def __call__(
+        self,
+        inputs: tf.Tensor,
+        *,
+        is_training: Any = False,
+        mask: tf.Tensor | None = None,
+        cache: attention_lib.AttentionCache | None = None,
+    ) -> tf.Tensor | tuple[tf.Tensor, attention_lib.AttentionCache]:
+        """Applies the block.
+
+        Args:
+          inputs: A float tensor `[batch, time, model_size]`.
+          is_training: Whether to apply dropout (a Python bool or a scalar
+            boolean tensor); default False. Ignored without `dropout_rate`.
+          mask: Optional attention mask, as for `snt.MultiHeadAttention`.
+          cache: Optional `snt.AttentionCache` (from `initial_cache`) holding
+            the keys and values of earlier positions; `inputs` are then the
+            next positions. Only with `causal=True`.
+
+        Returns:
+          The outputs `[batch, time, model_size]`, and with `cache` also the
+          updated cache: `(outputs, new_cache)`.
+        """
+        training = _training(is_training)
+        inputs = _check_inputs(inputs, self.model_size)
+        _check_causal(self.causal, cache)
+        return self._forward(inputs, training, mask, cache)
+
+    def _forward(
+        self,
+        x: tf.Tensor,
+        training: bool | tf.Tensor,
+        mask: tf.Tensor | None,
+        cache: attention_lib.AttentionCache | None,
+    ) -> Any:
+        h = self.attention_norm(x)
+        if cache is None:
+            h = self.attention(h, mask=mask, causal=self.causal)
+            new_cache = None
+        else:
+            h, new_cache = self.attention(h, mask=mask, causal=self.causal, cache=cache)
+        x = x + self._dropout(h, training)
+        # The MLP sees every position as one row of a matrix: TensorFlow's
+        # gradient of a `[B, T, D] x [D, E]` batch matmul with respect to the
+        # weights is one matmul per example and a sum, about twice the work
+        # of one `[B * T, D] x [D, E]` matmul.
+        shape = x.shape if x.shape.is_fully_defined() else tf.shape(x)
+        h = tf.reshape(self.mlp_norm(x), [-1, self.model_size])
+        if self.activation == "swiglu":
+            h = tf.nn.silu(self.mlp_gate(h)) * self.mlp_in(h)
+        elif self.activation == "gelu":
+            h = tf.nn.gelu(self.mlp_in(h))
+        else:
+            h = tf.nn.relu(self.mlp_in(h))
+        h = tf.reshape(self.mlp_out(h), shape)
+        x = x + self._dropout(h, training)
+        return x if cache is None else (x, new_cache)
+
+    @base.no_name_scope
+    def _dropout(self, x: tf.Tensor, training: bool | tf.Tensor) -> tf.Tensor:
+        if not self._use_dropout or training is False:
+            return x
+        rate = self.dropout_rate
+        if training is True:
+            return tf.nn.dropout(x, rate=rate)
+        return tf.cond(
+            training, lambda: tf.nn.dropout(x, rate=rate), lambda: tf.identity(x)
+        )
+
+    def initial_cache(
+        self, batch_size: Any, max_length: Any, dtype: Any = tf.float32
+    ) -> attention_lib.AttentionCache:
+        """An empty decoding cache for this block's attention.
+
+        Args:
+          batch_size: Number of sequences decoded together.
+          max_length: Most positions the cache holds.
+          dtype: Dtype of the cached keys and values (that of the inputs);
+            default float32.
+
+        Returns:
+          An `snt.AttentionCache` with nothing filled in yet.
+        """
+        return self.attention.initial_cache(batch_size, max_length, dtype)
+
+
+def _norm(kind: str, name: str) -> axis_norm.LayerNorm | rms_norm_lib.RMSNorm:
+    if kind == "rms":
+        return rms_norm_lib.RMSNorm(axis=-1, name=name)
+    return axis_norm.LayerNorm(
+        axis=-1, create_scale=True, create_offset=True, name=name
+    )
+
+
+class Transformer(base.Module):
+    """A stack of pre-norm Transformer blocks and a final norm.
+
+    Maps a sequence of vectors `[batch, time, model_size]` to another of the
+    same shape through `num_layers` `snt.nets.TransformerBlock`s (named
+    `block_0`, ...) and a final norm (`final_norm`). With `causal=False` it
+    is an encoder (every position attends to every other); with
+    `causal=True` a decoder (position `t` attends to positions `<= t` only),
+    which can generate one position at a time with a cache of the keys and
+    values computed so far (`initial_cache`).
+
+    The token embedding and the output head are not part of it. A language
+    model is, for example::
+
+        embed = snt.Embed(vocab_size, model_size)
+        transformer = snt.nets.Transformer(4, 4, model_size, causal=True,
+                                           rotary=True)
+        head = snt.Linear(vocab_size)
+        logits = head(transformer(embed(tokens)))
+
+    (with `rotary=True` no position embedding is needed; otherwise add one to
+    `embed(tokens)`). For tied weights use
+    `tf.matmul(outputs, embed.embeddings, transpose_b=True)` as the head.
+
+    Args:
+      num_layers: Number of blocks, a positive int.
+      num_heads: Number of attention heads (query heads), a positive int.
+      model_size: Size of the inputs, outputs and residual stream. Default
+        None means `num_heads * key_size` (then `key_size` must be given).
+      key_size: Size of each head's queries and keys (and values). Default
+        None means `model_size // num_heads` (then `model_size` must be a
+        multiple of `num_heads`).
+      mlp_hidden_size: Hidden size of each block's MLP; default None means
+        `4 * model_size` (Vaswani et al. 2017, arXiv:1706.03762).
+      num_kv_heads: Number of key/value heads, a divisor of `num_heads`
+        (grouped-query attention, Ainslie et al. 2023, arXiv:2305.13245);
+        default None means `num_heads` (plain multi-head attention).
+      activation: The MLP's nonlinearity: `"gelu"` (default: the exact,
+        erf-based `tf.nn.gelu`, as in BERT), `"relu"`, or `"swiglu"` (a
+        gated MLP with two input projections, `silu(mlp_gate(x)) *
+        mlp_in(x)`, as in LLaMA; it has 1.5 x the MLP parameters for the
+        same `mlp_hidden_size`).
+      norm: `"layer"` (default: `snt.LayerNorm` with scale and offset) or
+        `"rms"` (`snt.RMSNorm`).
+      dropout_rate: Dropout rate on the output of every attention and MLP
+        before it is added to the residual stream, applied only when
+        `is_training` is true; default 0 means no dropout.
+      causal: Whether position `t` only attends to positions `<= t`
+        (a decoder); default False (an encoder).
+      rotary: Whether attention uses rotary position embeddings on queries
+        and keys (Su et al. 2021, arXiv:2104.09864); default False.
+      rotary_base: The rotary embeddings' base wavelength (default 10000).
+      w_init: Initializer of every weight matrix; default None means each
+        `snt.Linear`'s default (truncated normal, stddev `1 / sqrt(fan_in)`).
+      with_bias: Whether the projections have biases (default True).
+      name: Module name (default `transformer`).
+
+    Shapes:
+      inputs `[batch, time, model_size]` -> outputs of the same shape.
+
+    >>> transformer = snt.nets.Transformer(
+    ...     num_layers=2, num_heads=2, model_size=8, causal=True)
+    >>> x = tf.random.normal([3, 5, 8])
+    >>> transformer(x).shape
+    TensorShape([3, 5, 8])
+
+    Decoding one position at a time with a cache gives the same outputs:
+
+    >>> cache = transformer.initial_cache(batch_size=3, max_length=5)
+    >>> steps = []
+    >>> for t in range(5):
+    ...     y, cache = transformer(x[:, t:t + 1], cache=cache)
+    ...     steps.append(y)
+    >>> bool(tf.reduce_all(
+    ...     tf.abs(tf.concat(steps, axis=1) - transformer(x)) < 1e-4))
+    True
+    """
+
+    _TF_MODULE_IGNORED_PROPERTIES = base.Module._TF_MODULE_IGNORED_PROPERTIES | {
+        "_block_tuple"
+    }
+    _block_tuple: tuple[TransformerBlock, ...]
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_heads: int,
+        model_size: int | None = None,
+        key_size: int | None = None,
+        mlp_hidden_size: int | None = None,
+        num_kv_heads: int | None = None,
+        activation: str = "gelu",
+        norm: str = "layer",
+        dropout_rate: Any = 0.0,
+        causal: bool = False,
+        rotary: bool = False,
+        rotary_base: float = 10000.0,
+        w_init: initializers.Initializer | None = None,
+        with_bias: bool = True,
+        name: str | None = None,
+    ):
+        num_layers = checks.size("num_layers", num_layers)
+        num_heads, model_size, key_size, mlp_hidden_size = _sizes(
+            num_heads, model_size, key_size, mlp_hidden_size
+        )
+        activation = _choice("activation", activation, _ACTIVATIONS)
+        norm = _choice("norm", norm, _NORMS)
+        dropout_rate, _ = _dropout_rate(dropout_rate)
+        causal = checks.flag("causal", causal)
+        super().__init__(name=name)
+        self.num_layers = num_layers
+        self.model_size = model_size
+        self.causal = causal
+        self.blocks = [
+            TransformerBlock(
+                num_heads=num_heads,
+                model_size=model_size,
+                key_size=key_size,
+                mlp_hidden_size=mlp_hidden_size,
+                num_kv_heads=num_kv_heads,
+                activation=activation,
+                norm=norm,
+                dropout_rate=dropout_rate,
+                causal=causal,
+                rotary=rotary,
+                rotary_base=rotary_base,
+                w_init=w_init,
+                with_bias=with_bias,
+                name=f"block_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.final_norm = _norm(norm, "final_norm")
+        # A plain tuple for the loop in `__call__` (not tracked: checkpoints
+        # and `variables` see `blocks` only).
+        vars(self)["_block_tuple"] = tuple(self.blocks)
+
+    @utils.no_autograph
+    def __call__(
+        self,
+        inputs: tf.Tensor,
+        *,
+        is_training: Any = False,
+        mask: tf.Tensor | None = None,
+        cache: Sequence[attention_lib.AttentionCache] | None = None,
+    ) -> tf.Tensor | tuple[tf.Tensor, tuple[attention_lib.AttentionCache, ...]]:
+        """Applies the blocks and the final norm.
+
+        Args:
+          inputs: A float tensor `[batch, time, model_size]`.
+          is_training: Whether to apply dropout (a Python bool or a scalar
+            boolean tensor); default False. Ignored without `dropout_rate`.
+          mask: Optional boolean attention mask for every layer (True where
+            position `t` may attend to position `s`), as for
+            `snt.MultiHeadAttention`: broadcastable to
+            `[batch, num_heads, time, S]`, where `S` is `time`, or the cache's
+            `max_length` with a cache; combined with the causal mask.
+          cache: Optional decoding cache from `initial_cache` (or from the
+            previous call): one `snt.AttentionCache` per block. `inputs` are
+            then the next `time` positions of the sequences in the cache.
+            Only with `causal=True`.
+
+        Returns:
+          The outputs `[batch, time, model_size]`; with `cache`, the pair
+          `(outputs, new_cache)`, `new_cache` holding the inputs' positions too.
+
+        Raises:
+          ValueError: if `inputs` is not `[batch, time, model_size]`, or
+            `cache` does not have one entry per block or is given to a
+            non-causal Transformer.
+          TypeError: if `inputs` is not floating point, or `cache` is not a
+            sequence.
+        """
+        training = _training(is_training)
+        x = _check_inputs(inputs, self.model_size)
+        blocks = self._block_tuple
+        if cache is None:
+            for block in blocks:
+                x = block(x, is_training=training, mask=mask)
+            return self.final_norm(x)
+        _check_causal(self.causal, cache)
+        if isinstance(cache, attention_lib.AttentionCache) or not isinstance(
+            cache, Sequence
+        ):
+            raise utils.bad_type(
+                "cache",
+                "must be a sequence of `snt.AttentionCache`s, one per block (from "
+                "`initial_cache`)",
+                cache,
+            )
+        if len(cache) != len(blocks):
+            raise utils.bad_value(
+                "cache",
+                f"must have one `snt.AttentionCache` per block ({len(blocks)})",
+                f"{len(cache)} entries",
+            )
+        new_cache = []
+        for block, layer_cache in zip(blocks, cache):
+            x, layer_cache = block(
+                x, is_training=training, mask=mask, cache=layer_cache
+            )
+            new_cache.append(layer_cache)
+        return self.final_norm(x), tuple(new_cache)
+
+    def initial_cache(
+        self, batch_size: Any, max_length: Any, dtype: Any = tf.float32
+    ) -> tuple[attention_lib.AttentionCache, ...]:
+        """An empty decoding cache: one `snt.AttentionCache` per block.
+
+        Args:
+          batch_size: Number of sequences decoded together (an int or a
+            scalar integer tensor).
+          max_length: Most positions the cache holds: prompt plus generated
+            positions.
+          dtype: Dtype of the cached keys and values, that of the inputs;
+            default float32.
+
+        Returns:
+          A tuple of `num_layers` empty `snt.AttentionCache`s, for `cache=`.
+        """
+        return tuple(
+            block.initial_cache(batch_size, max_length, dtype)
+            for block in self._block_tuple
+        )

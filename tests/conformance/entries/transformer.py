@@ -1,0 +1,113 @@
+"""Registry entries for `snt.nets.Transformer` and `snt.nets.TransformerBlock`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+import sonnet as snt
+from tests.conformance import case
+
+_case = case.from_kwargs
+
+
+def _sequence(*shape: int, seed: int = 0) -> tf.Tensor:
+    n = 1
+    for d in shape:
+        n *= d
+    x = tf.reshape(tf.range(n, dtype=tf.float32), shape)
+    return tf.sin(x * 0.37 + seed) * 2.0
+
+
+def _train(module: Any, x: tf.Tensor) -> tf.Tensor:
+    return module(x, is_training=True)
+
+
+def _masked(module: Any, x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    return module(x, mask=mask)
+
+
+def _decode(module: Any, x: tf.Tensor, cache: Any) -> Any:
+    return module(x, cache=cache)
+
+
+def _padding_mask() -> tf.Tensor:
+    # The second sequence has 2 real positions of 4.
+    lengths = tf.constant([4, 2])
+    return (tf.range(4)[None, :] < lengths[:, None])[:, None, None, :]
+
+
+def _cache(heads: int, key_size: int) -> snt.AttentionCache:
+    # Three of eight positions filled (keys and values of earlier positions).
+    filled = tf.cast(tf.range(8) < 3, tf.float32)[None, :, None, None]
+    return snt.AttentionCache(
+        key=_sequence(2, 8, heads, key_size, seed=1) * filled,
+        value=_sequence(2, 8, heads, key_size, seed=2) * filled,
+        index=tf.constant(3),
+    )
+
+
+_T = snt.nets.Transformer
+_SMALL = {"num_layers": 2, "num_heads": 2, "model_size": 8}
+
+CASES = [
+    _case("Transformer", _T, _SMALL, lambda: (_sequence(2, 4, 8),)),
+    _case(
+        "Transformer-causal-rotary-swiglu-rms-GQA",
+        _T,
+        {
+            "num_layers": 1,
+            "num_heads": 4,
+            "model_size": 8,
+            "num_kv_heads": 2,
+            "activation": "swiglu",
+            "norm": "rms",
+            "causal": True,
+            "rotary": True,
+            "with_bias": False,
+        },
+        lambda: (_sequence(2, 4, 8),),
+    ),
+    _case(
+        "Transformer-mask",
+        _T,
+        {**_SMALL, "num_layers": 1},
+        lambda: (_sequence(2, 4, 8), _padding_mask()),
+        _masked,
+    ),
+    # Dropout in training: random outputs, only their structure is compared.
+    dataclasses.replace(
+        _case(
+            "Transformer-dropout-train",
+            _T,
+            {**_SMALL, "num_layers": 1, "dropout_rate": 0.25, "activation": "relu"},
+            lambda: (_sequence(2, 4, 8),),
+            _train,
+        ),
+        deterministic=False,
+    ),
+    _case(
+        "Transformer-cache",
+        _T,
+        {**_SMALL, "num_layers": 1, "causal": True, "rotary": True},
+        lambda: (_sequence(2, 2, 8), (_cache(2, 4),)),
+        _decode,
+    ),
+    _case(
+        "TransformerBlock",
+        snt.nets.TransformerBlock,
+        {"num_heads": 2, "model_size": 8, "key_size": 3, "mlp_hidden_size": 12},
+        lambda: (_sequence(2, 4, 8),),
+    ),
+    _case(
+        "TransformerBlock-cache",
+        snt.nets.TransformerBlock,
+        {"num_heads": 2, "model_size": 8, "causal": True, "norm": "rms"},
+        lambda: (_sequence(2, 2, 8), _cache(2, 4)),
+        _decode,
+    ),
+]
+
+NOT_REGISTERED: dict[type, str] = {}
