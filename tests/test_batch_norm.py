@@ -689,6 +689,7 @@ def test_rank_one_inputs():
 
 # Bad input fuzzing ----------------------------------------------------------------
 
+
 @settings(max_examples=25, deadline=None)
 @given(
     st.sampled_from(["add", "drop", "dtype", "channels", "spatial"]),
