@@ -145,12 +145,13 @@ def test_saved_model(case: Case, tmp_path):
     if not case.saved_model:
         pytest.skip("case marked as not exportable")
     module, inputs, snap = _build(case)
-    signature = tf.nest.map_structure(tf.TensorSpec.from_tensor, list(inputs))
+    # Exported with the batch dimension unknown, called with the example's.
+    signature = tf.nest.map_structure(lambda x: _unknown_spec(case, x, "batch"), inputs)
     export = tf.Module()
     export.module = module
     export.all_variables = list(_variables(module))
     export.inference = tf.function(
-        lambda *a: case.run(module, *a), input_signature=signature
+        lambda *a: case.run(module, *a), input_signature=list(signature)
     )
     _reset(module, snap)
     tf.saved_model.save(export, str(tmp_path))
@@ -267,25 +268,6 @@ def test_first_call_traced_with_unknown_batch(case: Case):
     traced(*inputs)
     _reset(module, snap)
     _assert_same(case, expected, traced(*inputs))
-
-
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
-def test_saved_model_with_unknown_batch(case: Case, tmp_path):
-    if not case.saved_model:
-        pytest.skip("case marked as not exportable")
-    module, inputs, snap = _build(case)
-    signature = tf.nest.map_structure(lambda x: _unknown_spec(case, x, "batch"), inputs)
-    export = tf.Module()
-    export.module = module
-    export.inference = tf.function(
-        lambda *a: case.run(module, *a), input_signature=list(signature)
-    )
-    _reset(module, snap)
-    tf.saved_model.save(export, str(tmp_path))
-    loaded = tf.saved_model.load(str(tmp_path))
-    expected = _reference(case, module, inputs, snap)
-    _reset(module, snap)
-    _assert_same(case, expected, loaded.inference(*inputs))
 
 
 def _float_leaves(structure: Any) -> list[tf.Tensor]:
