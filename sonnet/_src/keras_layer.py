@@ -72,8 +72,8 @@ class KerasLayer(keras.layers.Layer):
     >>> import keras
     >>> mlp = snt.nets.MLP([8, 1])
     >>> model = keras.Sequential([keras.Input((4,)), snt.KerasLayer(mlp)])
-    >>> [v.path for v in model.trainable_variables][:2]
-    ['sequential/keras_layer/mlp.linear_0.b', 'sequential/keras_layer/mlp.linear_0.w']
+    >>> [v.name for v in model.trainable_variables][:2]
+    ['mlp.linear_0.b', 'mlp.linear_0.w']
     >>> model.trainable_variables[1].value is mlp.variables[1]
     True
     """
