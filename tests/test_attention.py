@@ -579,6 +579,31 @@ def test_cache_overflow_raises_in_a_graph():
         step(x, cache)
 
 
+def test_cache_writes_wait_for_the_overflow_check():
+    # Without a control edge the scatter may run first and fail with TensorFlow's
+    # own indexing error instead of ours (the order varies from run to run).
+    mha = snt.MultiHeadAttention(2, 2)
+    step = tf.function(lambda x, cache: mha(x, cache=cache))
+    graph = step.get_concrete_function(
+        tf.TensorSpec([1, 3, 4]), mha.initial_cache(1, 4)
+    ).graph
+
+    def ancestors(op: tf.Operation) -> set[str]:
+        seen, todo = set(), [op]
+        while todo:
+            o = todo.pop()
+            for parent in [t.op for t in o.inputs] + list(o.control_inputs):
+                if parent.name not in seen:
+                    seen.add(parent.name)
+                    todo.append(parent)
+        return {graph.get_operation_by_name(n).type for n in seen}
+
+    scatters = [o for o in graph.get_operations() if o.type == "TensorScatterUpdate"]
+    assert scatters
+    for op in scatters:
+        assert "Assert" in ancestors(op)
+
+
 def test_cross_attention_with_cache_raises():
     x = tf.ones([1, 2, 4])
     mha = snt.MultiHeadAttention(2, 2)

@@ -502,11 +502,19 @@ class MultiHeadAttention(base.Module):
                     f"index={known}",
                 )
         else:
-            tf.debugging.assert_non_negative(index, message="`cache.index` < 0")
-            tf.debugging.assert_less_equal(
-                index + _dims(query, 2)[1],
-                tf.cast(length, tf.int32),
-                message="`cache` overflow: index + T > max_length",
+            # Guard the index, so that the scatter into the cache waits for them.
+            index = checks.after(
+                [
+                    tf.debugging.assert_non_negative(
+                        index, message="`cache.index` < 0"
+                    ),
+                    tf.debugging.assert_less_equal(
+                        index + _dims(query, 2)[1],
+                        tf.cast(length, tf.int32),
+                        message="`cache` overflow: index + T > max_length",
+                    ),
+                ],
+                index,
             )
         return key_cache, value_cache, index, length
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -517,3 +517,17 @@ def invalid_argument_zero(
     """`InvalidArgumentZeroDivisionError` in the project's template."""
     message = str(bad_value(argument, expected, received))
     return InvalidArgumentZeroDivisionError(None, None, message)
+
+
+def after(asserts: Sequence[Any], value: tf.Tensor) -> tf.Tensor:
+    """`value`, made to depend on the graph-mode assertion ops `asserts`.
+
+    An op that reads the result cannot run before the checks (without the
+    edge, TensorFlow may run it first and fail with its own, vaguer error).
+    Eager asserts return None and add nothing.
+    """
+    pending = [a for a in asserts if a is not None]
+    if not pending:
+        return value
+    with tf.control_dependencies(pending):
+        return tf.identity(value)

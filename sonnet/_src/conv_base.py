@@ -282,15 +282,6 @@ def spatial_minimums(
     return tuple(result)
 
 
-def after(checks: Sequence[Any], inputs: tf.Tensor) -> tf.Tensor:
-    """`inputs`, made to depend on the graph-mode assertion ops `checks`."""
-    checks = [c for c in checks if c is not None]  # None: ran eagerly.
-    if not checks:
-        return inputs
-    with tf.control_dependencies(checks):
-        return tf.identity(inputs)
-
-
 class OutputRule(NamedTuple):
     """What fixes a forward convolution's output shape (see `output_shape`)."""
 
@@ -621,7 +612,7 @@ class ConvBase(base.Module):
                 asserts.append(check(tf.shape(inputs)[axis], size, message=message))
             elif actual < size or (exact and actual != size):
                 raise self._size_error(inputs, d, size)
-        return after(asserts, inputs)
+        return checks.after(asserts, inputs)
 
     def _size_message(self, d: int, size: int) -> str:
         """The message of a failed size check while the graph runs."""
