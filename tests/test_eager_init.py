@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import sonnet as snt
@@ -17,6 +21,19 @@ class _Spy(snt.initializers.Initializer):
     def __call__(self, shape, dtype):
         self.eagerly.append(tf.executing_eagerly())
         return tf.ones(shape, dtype)
+
+
+@contextlib.contextmanager
+def _where_created() -> Iterator[dict[str, bool]]:
+    """Records, by variable name, whether each variable was created eagerly."""
+    seen: dict[str, bool] = {}
+
+    def spy(next_creator, **kwargs):
+        seen[kwargs["name"]] = tf.executing_eagerly()
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(spy):
+        yield seen
 
 
 class TwoLayers(snt.Module):
@@ -88,21 +105,14 @@ def test_initializer_with_a_graph_shape_falls_back_to_the_graph():
 
 
 def test_device_scope_keeps_variables_in_the_graph():
-    w_init = _Spy()
-    seen = {}
-
-    def spy(next_creator, **kwargs):
-        seen[kwargs["name"]] = tf.executing_eagerly()
-        return next_creator(**kwargs)
-
-    lin = snt.Linear(2, w_init=w_init)
+    lin = snt.Linear(2, w_init=_Spy())
 
     @tf.function
     def step(x):
         with tf.device("CPU:0"):
             return lin(x)
 
-    with tf.variable_creator_scope(spy):
+    with _where_created() as seen:
         step(tf.ones([1, 3]))
     assert seen == {"w": False, "b": False}
 
@@ -172,3 +182,103 @@ def test_create_variables_eagerly_also_traces_once():
     step = tf.function(snt.distribute.create_variables_eagerly(lin))
     step(tf.ones([1, 3]))
     assert step.experimental_get_tracing_count() == 1
+
+
+class Doubled(snt.Module):
+    """A user module that derives its initial value from an initializer."""
+
+    def __init__(self, init):
+        super().__init__()
+        self._init = init
+
+    @snt.once
+    def _initialize(self, x):
+        self.w = tf.Variable(self._init([x.shape[-1], 2], tf.float32) * 2, name="w")
+
+    def __call__(self, x):
+        self._initialize(x)
+        return tf.matmul(x, self.w)
+
+
+@pytest.mark.parametrize(
+    "init",
+    [
+        snt.initializers.Constant(1.5),
+        lambda shape, dtype: tf.fill(shape, tf.constant(1.5, dtype)),
+    ],
+    ids=["Initializer", "function"],
+)
+def test_derived_initial_value_is_created_outside_the_trace(init):
+    module = Doubled(init)
+    optimizer = snt.optimizers.SGD(0.1)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(module(x))
+        grads = tape.gradient(loss, module.trainable_variables)
+        optimizer.apply(grads, module.trainable_variables)
+        return loss
+
+    x = tf.ones([1, 3])
+    with _where_created() as seen:
+        loss = step(x)
+    assert seen == {"w": True}
+    assert step.experimental_get_tracing_count() == 1
+    np.testing.assert_allclose(loss, 3 * 2 * 3.0)
+    # One SGD step from 3.0: the gradient of the sum is x for every weight.
+    np.testing.assert_allclose(module.w.numpy(), np.full([3, 2], 3.0 - 0.1))
+    step(x)
+    np.testing.assert_allclose(module.w.numpy(), np.full([3, 2], 3.0 - 0.2))
+
+
+def test_user_initializers_are_not_rewritten():
+    ran_eagerly = []
+
+    class Halves(snt.initializers.Initializer):
+        def __call__(self, shape, dtype):
+            ran_eagerly.append(tf.executing_eagerly())
+            return tf.fill(shape, tf.constant(0.5, dtype))
+
+    assert Halves.__call__.__qualname__.endswith("Halves.__call__")
+    # Called in a trace outside module initialisation, it runs in the graph.
+    tf.function(lambda: Halves()([1], tf.float32))()
+    assert ran_eagerly == [False]
+
+
+def test_only_module_initialisation_moves_out_of_the_trace():
+    eagerly = []
+
+    class Plain:
+        @snt.once
+        def setup(self):
+            eagerly.append(tf.executing_eagerly())
+
+    @snt.once
+    def setup():
+        eagerly.append(tf.executing_eagerly())
+
+    tf.function(lambda: Plain().setup() or setup())()
+    assert eagerly == [False, False]
+
+
+def test_submodule_moves_out_when_its_parent_needs_the_graph():
+    class Parent(snt.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = snt.Linear(2, w_init=snt.initializers.Ones())
+
+        @snt.once
+        def _initialize(self, x):
+            self.scale = tf.Variable(tf.reduce_mean(x), name="scale")
+            self.linear(x)  # Built in the graph's retry of this method.
+
+        def __call__(self, x):
+            self._initialize(x)
+            return self.scale * self.linear(x)
+
+    module = Parent()
+    with _where_created() as seen:
+        out = tf.function(module)(tf.fill([1, 3], 2.0))
+    np.testing.assert_allclose(out, [[12.0, 12.0]])
+    assert seen == {"scale": False, "w": True, "b": True}

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sonnet as snt
-from sonnet._src.recurrent import lstm_sequence
+from sonnet._src.recurrent import sequence
 from tests import recurrent_reference as ref
 from tests.conformance import bad_input
 
@@ -63,8 +63,8 @@ def gate_split(request, monkeypatch):
     """Runs a test with the fused LSTM loop's recurrent product as one matmul
     and as four per-gate matmuls (normally chosen by size and device)."""
     per_gate = request.param == "per_gate"
-    monkeypatch.setattr(lstm_sequence, "_cpu_only", True)
-    monkeypatch.setattr(lstm_sequence, "_SPLIT_MIN", 0 if per_gate else 2**62)
+    monkeypatch.setattr(sequence, "_cpu_only", True)
+    monkeypatch.setattr(sequence, "_SPLIT_MIN", 0 if per_gate else 2**62)
     return per_gate
 
 
@@ -415,11 +415,116 @@ def test_lstm_bias_created_outside_the_trace_with_the_other_variables(make):
 def test_deep_rnn_with_other_layers_steps_the_stack():
     deep = snt.DeepRNN([snt.LSTM(3), tf.nn.relu, snt.GRU(2)])
     xs = tf.ones([T, B, D])
-    assert deep._unroll_sequence(xs, deep.initial_state(B), None) is None
+    assert not sequence.can_unroll(deep, deep.initial_state(B))
     skip = snt.deep_rnn_with_skip_connections([snt.LSTM(3), snt.GRU(2)])
-    assert skip._unroll_sequence(xs, skip.initial_state(B), None) is None
+    assert not sequence.can_unroll(skip, skip.initial_state(B))
     out, _ = snt.dynamic_unroll(deep, xs, deep.initial_state(B))
     assert out.shape == [T, B, 2]
+
+
+class _ScaledLSTM(snt.LSTM):
+    """Changes the step: the whole-sequence path must not be taken."""
+
+    def __call__(self, inputs, prev_state):
+        outputs, state = super().__call__(inputs, prev_state)
+        return 2 * outputs, state
+
+
+class _RenamedLSTM(snt.LSTM):
+    """Keeps the step (only adds a method): the fast path still applies."""
+
+    def describe(self):
+        return self.name
+
+
+class _Doubler(snt.RNNCore):
+    """A user core with its own whole-sequence path (outputs `2 * inputs`,
+    counts its steps); `calls` records which path ran."""
+
+    def __init__(self):
+        super().__init__(name="doubler")
+        self.calls = []
+
+    def __call__(self, inputs, prev_state):
+        self.calls.append("step")
+        return 2 * inputs, prev_state + 1
+
+    def initial_state(self, batch_size):
+        return tf.zeros([batch_size])
+
+    def _unrolls_sequence(self, initial_state):
+        return isinstance(initial_state, tf.Tensor)
+
+    def _unroll_sequence(self, input_sequence, initial_state, sequence_length):
+        self.calls.append("sequence")
+        steps = tf.cast(tf.shape(input_sequence)[0], initial_state.dtype)
+        if sequence_length is not None:
+            steps = tf.minimum(steps, tf.cast(sequence_length, steps.dtype))
+        return 2 * input_sequence, initial_state + steps
+
+
+class _UnchangedDoubler(_Doubler):
+    def initial_state(self, batch_size):
+        return tf.ones([batch_size])
+
+
+class _ChangedDoubler(_Doubler):
+    def __call__(self, inputs, prev_state):
+        return super().__call__(inputs, prev_state)
+
+
+def test_unroll_protocol_decides_by_the_class_that_defines_the_step():
+    state = snt.LSTM(2).initial_state(B)
+    assert sequence.can_unroll(snt.LSTM(2), state)
+    assert sequence.can_unroll(_RenamedLSTM(2), state)
+    assert not sequence.can_unroll(_ScaledLSTM(2), state)
+    assert sequence.can_unroll(_UnchangedDoubler(), tf.zeros([B]))
+    assert not sequence.can_unroll(_ChangedDoubler(), tf.zeros([B]))
+    # The core's own answer, and anything that is not an `snt.RNNCore`.
+    assert not sequence.can_unroll(_Doubler(), [tf.zeros([B])])
+    assert not sequence.can_unroll(_Plain(snt.LSTM(2)), state)
+    assert not sequence.can_unroll(_Counting(), (tf.zeros([]), tf.zeros([B, 2])))
+
+    # A changed step is what `dynamic_unroll` runs, step by step.
+    core = _ScaledLSTM(3)
+    xs = ref.random(np.random.default_rng(3), T, B, D)
+    out, _ = snt.dynamic_unroll(core, xs, core.initial_state(B))
+    expected, _ = snt.static_unroll(core, xs, core.initial_state(B))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_user_core_whole_sequence_path(mode):
+    core = _Doubler()
+    xs = tf.ones([T, B, 2])
+    lengths = tf.constant([0, 2, 7])
+
+    def both(x):
+        plain = snt.dynamic_unroll(core, x, core.initial_state(B))
+        deep = snt.DeepRNN([core, core])
+        stacked = snt.dynamic_unroll(
+            deep, x, deep.initial_state(B), sequence_length=lengths
+        )
+        return plain, stacked
+
+    (out, state), (deep_out, deep_state) = ref.run(mode, both, xs)
+    assert set(core.calls) == {"sequence"}
+    np.testing.assert_array_equal(out, 2 * np.ones([T, B, 2]))
+    np.testing.assert_array_equal(state, [T] * B)
+    np.testing.assert_array_equal(deep_out, 4 * np.ones([T, B, 2]))
+    for s in deep_state:
+        np.testing.assert_array_equal(s, [0, 2, T])
+
+
+def test_nested_deep_rnn_unrolls_layer_by_layer():
+    inner = snt.DeepRNN([snt.LSTM(3), snt.GRU(2)])
+    outer = snt.DeepRNN([inner, snt.LSTM(4)])
+    assert sequence.can_unroll(outer, outer.initial_state(B))
+    xs = ref.random(np.random.default_rng(4), T, B, D)
+    fused = snt.dynamic_unroll(outer, xs, outer.initial_state(B))
+    stepped = snt.dynamic_unroll(_Plain(outer), xs, outer.initial_state(B))
+    for a, e in zip(tf.nest.flatten(fused), tf.nest.flatten(stepped), strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -433,17 +538,17 @@ def test_deep_rnn_with_other_layers_steps_the_stack():
     ],
 )
 def test_gate_split_choice(batch, hidden, cpu_only, expected, monkeypatch):
-    monkeypatch.setattr(lstm_sequence, "_cpu_only", cpu_only)
+    monkeypatch.setattr(sequence, "_cpu_only", cpu_only)
     w_h = tf.zeros([hidden, 4 * hidden])
-    assert lstm_sequence.split_gates(batch, w_h) is expected
+    assert sequence.split_gates(batch, w_h) is expected
 
 
 def test_gate_split_agrees_with_one_matmul(monkeypatch):
     core = snt.UnrolledLSTM(256)
     xs = tf.random.normal([4, 32, 8], seed=1)
     state = core.initial_state(32)
-    monkeypatch.setattr(lstm_sequence, "_cpu_only", True)
-    assert lstm_sequence.split_gates(32, tf.zeros([256, 1024]))
+    monkeypatch.setattr(sequence, "_cpu_only", True)
+    assert sequence.split_gates(32, tf.zeros([256, 1024]))
 
     def gradients():
         with tf.GradientTape() as tape:
@@ -452,7 +557,7 @@ def test_gate_split_agrees_with_one_matmul(monkeypatch):
         return out, tape.gradient(loss, core.trainable_variables)
 
     per_gate = gradients()
-    monkeypatch.setattr(lstm_sequence, "_SPLIT_MIN", 2**62)
+    monkeypatch.setattr(sequence, "_SPLIT_MIN", 2**62)
     one_matmul = gradients()
     # Equal up to float rounding (the matmuls may block their sums differently).
     for a, b in zip(tf.nest.flatten(per_gate), tf.nest.flatten(one_matmul)):

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
+from sonnet._src import eager_init, tf_compat
 from sonnet._src import once as once_lib
-from sonnet._src import tf_compat
 
 T = TypeVar("T")
 
@@ -199,7 +199,9 @@ def auto_repr(cls: type, *args: Any, **kwargs: Any) -> str:
 class ModuleMetaclass(abc.ABCMeta):
     """Wraps methods and properties of `snt.Module` classes in the name scope.
 
-    Also records constructor arguments for the automatic `repr` and checks that
+    `@snt.once` methods (lazy initialisation) are also made to run outside any
+    `tf.function` being traced (`eager_init.outside_trace`). Records
+    constructor arguments for the automatic `repr` and checks that
     `super().__init__()` was called.
     """
 
@@ -220,12 +222,10 @@ class ModuleMetaclass(abc.ABCMeta):
                 methods.append(key)
         namespace.setdefault("__repr__", lambda self: self._auto_repr)
         cls = super().__new__(mcs, name, bases, namespace, **kw)
-        if not scopes:
-            return cls
         for key in methods:
             value = namespace[key]
             if tf_compat.is_tf_function(value):
-                if _wants_name_scope(value.python_function):
+                if scopes and _wants_name_scope(value.python_function):
                     setattr(
                         cls,
                         key,
@@ -234,9 +234,12 @@ class ModuleMetaclass(abc.ABCMeta):
                 continue
             original = getattr(value, once_lib.ONCE_ATTRIBUTE, None)
             if original is not None:
-                if _wants_name_scope(original) and _wants_name_scope(value):
-                    setattr(cls, key, once_lib.once(with_name_scope(original)))
-            elif _wants_name_scope(value):
+                # A module's lazy initialisation: in the module's name scope,
+                # and outside any `tf.function` being traced (`eager_init`).
+                if scopes and _wants_name_scope(original) and _wants_name_scope(value):
+                    original = with_name_scope(original)
+                setattr(cls, key, once_lib.once(eager_init.outside_trace(original)))
+            elif scopes and _wants_name_scope(value):
                 # `wrapt` wrappers pass `isinstance(value, FunctionType)`.
                 plain = type(value) is types.FunctionType
                 wrap = with_name_scope if plain else _bound_with_name_scope

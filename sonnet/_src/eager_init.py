@@ -1,29 +1,34 @@
-"""Creating a module's variables eagerly while a `tf.function` is traced.
+"""Module initialisation outside the `tf.function` being traced.
 
-A module usually creates its variables on its first call (`@snt.once`). When
-that call happens while a `tf.function` is traced, TensorFlow would create
-each variable with its initializer guarded by a conditional in the graph,
-lift the initializers out afterwards, and then trace the function a second
-time because variables were created. Most of that is wasted: Sonnet's
-initializers and constant initial values do not depend on the function's
-inputs. So, while `once` runs a module's initialization inside a trace:
+This is the one place that decides where a module's variables are created
+while a `tf.function` is traced. The rule, for module authors:
 
-* Sonnet initializers (`snt.initializers.Initializer` subclasses, including
-  users' own) compute their value outside the graph (`tf.init_scope`), and
-  fall back to the graph when they cannot (e.g. a shape that is a graph
-  tensor);
-* a variable whose initial value is then an eager tensor, a constant of the
-  graph (zeros, ones, ...) or a Python/NumPy value is created outside the
-  graph, with the same name and value, and without registering it with the
-  function being traced (`experimental_enable_variable_lifting=False`), so
-  TensorFlow does not need a second trace when all variables were created
-  this way.
+* A module's lazy initialisation (its `@snt.once` methods, normally
+  `_initialize(inputs)`; `snt.Module`'s metaclass applies `outside_trace` to
+  them) runs outside the trace, in the eager context (`tf.init_scope()`).
+  Everything it computes is eager: initializer outputs, values derived from
+  them (`w_init(shape) * 2`), constants, and the variables made from them,
+  which are not registered with the function being traced. TensorFlow then
+  traces once instead of twice, and a module first built in a later trace of
+  the same function works. Module code needs nothing special for this: read
+  the inputs' shapes and dtypes and compute initial values as usual.
+* Initialisation that uses the *values* of graph tensors (e.g. a variable
+  initialised from the inputs, or a shape taken with `tf.shape(inputs)`)
+  cannot run there: TensorFlow refuses such a tensor outside its graph, and
+  the initialisation is run again inside the trace, which is TensorFlow's own
+  way (variables lifted out by `tf.function`, two traces). Python side effects
+  before that point happen twice, so read input values before changing the
+  module's state.
+* Nothing moves under a distribution strategy, inside an explicit device
+  scope (placement must not change; a device scope the module opens itself
+  is kept), when the outermost context is a graph, or inside
+  `snt.functional.variables()` (`disabled`), whose variables hold the traced
+  values. `snt.distribute.create_variables_eagerly` and
+  `snt.distribute.CrossReplicaBatchNorm` opt in under a strategy
+  (`under_strategies`), whose variable creator places the variables.
 
-Nothing changes under a distribution strategy or an explicit device scope
-(placement must not move), or when the outermost context is a graph.
-Consequence: a module built during a later trace of the same function (not
-only the first) works instead of raising TensorFlow's "variables on a
-non-first call" error.
+Constructors are not moved: a module built inside a trace names its scope
+the graph's way (`linear_1`), which the eager context would not do.
 """
 
 from __future__ import annotations
@@ -32,130 +37,106 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
-import numpy as np
 import tensorflow as tf
 
+from sonnet._src import tf_compat
+
 __all__ = [
+    "constants_created_eagerly",
     "disabled",
-    "initializer_call",
-    "initializers_run_eagerly",
-    "variables_created_eagerly",
+    "outside_trace",
+    "under_strategies",
 ]
+
+T = TypeVar("T")
 
 _state = threading.local()
 
-
-def _active() -> bool:
-    return getattr(_state, "active", False)
+# What TensorFlow raises for a graph tensor used outside its graph (and what
+# an op may raise for a value it only accepts in a graph).
+_REFUSED = (TypeError, ValueError, tf.errors.OpError)
 
 
 @contextlib.contextmanager
-def disabled() -> Iterator[None]:
-    """Scope in which variables are created normally (used by
-    `snt.functional.variables()`: its variables hold the traced values)."""
-    previous = getattr(_state, "disabled", False)
-    _state.disabled = True
+def _flag(name: str) -> Iterator[None]:
+    previous = getattr(_state, name, False)
+    setattr(_state, name, True)
     try:
         yield
     finally:
-        _state.disabled = previous
+        setattr(_state, name, previous)
 
 
-def initializer_call(call: Callable[..., tf.Tensor]) -> Callable[..., tf.Tensor]:
-    """Wraps an initializer's `__call__` to compute eagerly when requested."""
+def disabled() -> contextlib.AbstractContextManager[None]:
+    """Scope in which module initialisation stays in the trace."""
+    return _flag("disabled")
 
-    @functools.wraps(call)
-    def wrapper(self: Any, shape: Any, dtype: Any) -> tf.Tensor:
-        if not _active():
-            return call(self, shape, dtype)
+
+def under_strategies() -> contextlib.AbstractContextManager[None]:
+    """Scope in which module initialisation also moves out of the trace
+    under a distribution strategy."""
+    return _flag("strategies")
+
+
+def _moves() -> bool:
+    """Whether a module initialisation starting now runs outside the trace."""
+    # Not `tf.inside_function()`: it stays True in `tf.init_scope()`, where a
+    # nested initialisation already runs outside the trace.
+    if tf.executing_eagerly() or getattr(_state, "disabled", False):
+        return False
+    with tf.init_scope():
+        if not tf.executing_eagerly():
+            return False
+    if tf.distribute.has_strategy():
+        # The strategy's variable creator places the variables (its replica
+        # device scopes are not the caller's).
+        return getattr(_state, "strategies", False)
+    return not tf_compat.in_device_scope()
+
+
+def outside_trace(f: Callable[..., T]) -> Callable[..., T]:
+    """Wraps a module initialisation `f` to follow the rule above.
+
+    Applied to `@snt.once` methods of modules (the first call only) and to
+    `snt.TrainableState`'s construction of its variables.
+    """
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        if not _moves():
+            return f(*args, **kwargs)
         try:
-            with tf.init_scope():
-                return call(self, shape, dtype)
-        except (TypeError, ValueError, tf.errors.OpError):
-            # E.g. a shape computed from a graph tensor: stay in the graph.
-            return call(self, shape, dtype)
+            with tf_compat.outside_trace():
+                return f(*args, **kwargs)
+        except _REFUSED:
+            pass  # It needs the graph: run it there, as TensorFlow would.
+        return f(*args, **kwargs)
 
-    wrapper.__snt_initializer_call__ = call  # type: ignore[attr-defined]
     return wrapper
 
 
-def _in_device_scope() -> bool:
-    # No public API tells the current device scope; an op created here shows
-    # it (a NoOp with no inputs, which graph pruning removes). Probed once per
-    # module initialization, not per variable: a device scope the module
-    # opens itself is kept anyway (`tf.init_scope` carries device strings).
-    return bool(tf.raw_ops.NoOp().device)
-
-
-def _eager_initial_value(value: Any) -> Any:
-    """`value` as something to create a variable from outside the graph, or
-    None if it depends on the graph being built."""
-    if isinstance(value, tf.Tensor) and tf.is_symbolic_tensor(value):
-        if value.device:
-            return None
-        constant = tf.get_static_value(value)
-        if constant is None:
-            return None
+def _constant_creator(next_creator: Callable[..., tf.Variable], **kwargs: Any) -> Any:
+    initial_value = kwargs.get("initial_value")
+    if not (isinstance(initial_value, tf.Tensor) and tf.inside_function()):
+        return next_creator(**kwargs)
+    if tf.is_symbolic_tensor(initial_value):
+        value = tf.get_static_value(initial_value)
+        if value is None:
+            return next_creator(**kwargs)
         with tf.init_scope():
-            return tf.constant(constant, value.dtype)
-    if not isinstance(
-        value, (tf.Tensor, bool, int, float, complex, np.ndarray, np.generic)
-    ):
-        return None  # Callables, variables, nests: left to TensorFlow.
-    return value
-
-
-def _eager_creator(next_creator: Callable[..., tf.Variable], **kwargs: Any) -> Any:
-    if tf.executing_eagerly() or tf.distribute.has_strategy():
-        return next_creator(**kwargs)
-    value = _eager_initial_value(kwargs.get("initial_value"))
-    if value is None:
-        return next_creator(**kwargs)
-    kwargs["initial_value"] = value
-    kwargs["experimental_enable_variable_lifting"] = False
+            kwargs["initial_value"] = tf.constant(value, initial_value.dtype)
+            return next_creator(**kwargs)
     with tf.init_scope():
         return next_creator(**kwargs)
 
 
-def _can_lift() -> bool:
-    """No distribution strategy, and the outermost context is eager."""
-    if tf.distribute.has_strategy():
-        return False
-    with tf.init_scope():
-        return tf.executing_eagerly()
-
-
 @contextlib.contextmanager
-def initializers_run_eagerly() -> Iterator[None]:
-    """Scope in which Sonnet initializers compute their values eagerly."""
-    previous = _active()
-    _state.active = True
-    try:
+def constants_created_eagerly() -> Iterator[None]:
+    """Scope of `snt.distribute.create_variables_eagerly`: module
+    initialisation moves out of the trace under strategies too, and any other
+    variable whose initial value is eager, or a constant of the graph, is
+    created outside the graph from that value."""
+    with under_strategies(), tf.variable_creator_scope(_constant_creator):
         yield
-    finally:
-        _state.active = previous
-
-
-@contextlib.contextmanager
-def variables_created_eagerly() -> Iterator[None]:
-    """Scope in which new variables are created eagerly where possible."""
-    if (
-        getattr(_state, "creating", False)
-        or getattr(_state, "disabled", False)
-        or not tf.inside_function()
-        or not _can_lift()
-    ):
-        yield
-        return
-    _state.creating = True
-    try:
-        with initializers_run_eagerly():
-            if _in_device_scope():  # Placement must not move: TF's default.
-                yield
-            else:
-                with tf.variable_creator_scope(_eager_creator):
-                    yield
-    finally:
-        _state.creating = False

@@ -20,7 +20,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import checks, eager_init, utils
+from sonnet._src import checks, utils
 
 __all__ = [
     "Constant",
@@ -58,14 +58,6 @@ class Initializer(abc.ABC):
     @abc.abstractmethod
     def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
         """Returns a tensor of the given `shape` and `dtype`."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # While a module creates its variables inside a `tf.function` trace,
-        # initial values are computed eagerly (see `eager_init`).
-        call = cls.__dict__.get("__call__")
-        if call is not None and not hasattr(call, "__snt_initializer_call__"):
-            cls.__call__ = eager_init.initializer_call(call)  # type: ignore[method-assign]
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self._repr_fields().items())

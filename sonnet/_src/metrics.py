@@ -25,18 +25,11 @@ def state_variable(initial_value: Any, name: str) -> tf.Variable:
 
 
 def zeros_like(value: Any) -> tf.Tensor:
-    """Zeros like `value` (a tensor or `tf.TensorSpec`), to initialize state.
-
-    Made outside any graph being built when the shape is static (so that
-    `once` creates the variable eagerly), except under a distribution
-    strategy, whose variable creation inside a function expects graph values.
-    """
+    """Zeros like `value` (a tensor or `tf.TensorSpec`), to initialize state;
+    from the static shape when it is known (no op reading `value`)."""
     if not value.shape.is_fully_defined():
         return tf.zeros_like(value)
-    if tf.distribute.has_strategy():
-        return tf.zeros(value.shape, value.dtype)
-    with tf.init_scope():
-        return tf.zeros(value.shape, value.dtype)
+    return tf.zeros(value.shape, value.dtype)
 
 
 def broadcasts_to(shape: tf.TensorShape, target: tf.TensorShape) -> bool:

@@ -8,9 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import tensorflow as tf
-
-from sonnet._src import checks, eager_init
+from sonnet._src import checks
 
 ONCE_ATTRIBUTE = "__snt_once_wrapped__"
 _RECORD = "_snt_once"
@@ -25,13 +23,7 @@ def _no_return_value(result: Any) -> None:
 
 
 def _run(f: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Runs `f`; inside a trace its variables are created eagerly where
-    possible (see `eager_init`)."""
-    if tf.inside_function():
-        with eager_init.variables_created_eagerly():
-            _no_return_value(f(*args, **kwargs))
-    else:
-        _no_return_value(f(*args, **kwargs))
+    _no_return_value(f(*args, **kwargs))
 
 
 def _record_of(instance: Any) -> set[uuid.UUID] | None:
@@ -84,12 +76,12 @@ def once(f: Callable[..., Any]) -> Any:
     """Decorator that runs `f` at most once (once per instance for methods).
 
     If `f` raises, it has not run: the next call tries again. `f` must return
-    None. Typical use is lazily creating variables from the first input; when
-    that happens while a `tf.function` is traced, variables whose initial
-    value does not depend on the graph (Sonnet initializers, constants) are
-    created eagerly, which makes the first call much cheaper (TensorFlow
-    then traces once instead of twice) and changes nothing else. Not under a
-    distribution strategy or a device scope.
+    None. Typical use is lazily creating variables from the first input. In
+    an `snt.Module` class, such a method first called while a `tf.function`
+    is traced runs outside the trace (`tf.init_scope()`), so its initial
+    values and variables are eager and TensorFlow traces once instead of
+    twice; if it needs the values of graph tensors (e.g. of the inputs), it
+    runs again inside the trace.
 
     Args:
       f: A function, a method defined in a class body, a bound method or a

@@ -16,11 +16,20 @@ overrides the hook that creates the storage (`_initialize_with_initializer`).
 `tf.function` call, `tf.cond` branches, a `tf.while_loop` body): finding the
 graph of a library function by name (`Graph._get_function`) has no public API
 either; without it those ops would count as 0 FLOPs.
+
+`eager_init` runs a module's lazy initialisation outside the `tf.function`
+being traced (`outside_trace`). That relies on behaviour of `tf.function` no
+public API promises: a variable created with
+`experimental_enable_variable_lifting=False` is not registered with the
+function being traced, which then neither traces a second time nor refuses
+variables in a later trace; and, as no public API tells the current device
+scope, an op created in the graph is what shows it (`in_device_scope`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -143,3 +152,25 @@ def keras_variable_of(variable: tf.Variable) -> Any:
 
         _keras_variable_class = ModuleVariable
     return _keras_variable_class(variable)
+
+
+def _not_registered(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+    kwargs["experimental_enable_variable_lifting"] = False
+    return next_creator(**kwargs)
+
+
+@contextlib.contextmanager
+def outside_trace() -> Iterator[None]:
+    """Runs its body in the eager context outside the function being traced
+    (`tf.init_scope()`); variables created there are not registered with that
+    function (whose other variable creators still see them)."""
+    with tf.init_scope(), tf.variable_creator_scope(_not_registered):
+        yield
+
+
+def in_device_scope() -> bool:
+    """Whether the graph being built has an explicit device scope.
+
+    Creates a `NoOp` without inputs, which graph pruning removes.
+    """
+    return bool(tf.raw_ops.NoOp().device)

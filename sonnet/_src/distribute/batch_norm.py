@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import tensorflow as tf
 
-from sonnet._src import batch_norm, once
-from sonnet._src.distribute import replicator
+from sonnet._src import batch_norm, eager_init, once
 
 
 class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
@@ -76,23 +72,15 @@ class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
-        if not tf.inside_function():
+        # Inside a `tf.function`, create the variables eagerly also under a
+        # strategy (`eager_init`): their initial values (initializer outputs,
+        # zeros for the statistics) do not depend on the inputs. Variables
+        # created inside the function by `strategy.run` could not be
+        # initialized outside it, and TensorFlow's fallback (initialization
+        # under a `tf.cond`) breaks the all-reduce of the first call ("You
+        # must feed a value for placeholder tensor").
+        with eager_init.under_strategies():
             super()._initialize(inputs)
-            return
-        # Inside a `tf.function`, create the variables eagerly: their initial
-        # values (initializer outputs, zeros for the statistics) do not depend
-        # on the inputs. Variables created inside the function by
-        # `strategy.run` could not be initialized outside it, and TensorFlow's
-        # fallback (initialization under a `tf.cond`) breaks the all-reduce of
-        # the first call ("You must feed a value for placeholder tensor").
-        scale_init, offset_init = self._scale_init, self._offset_init
-        self._scale_init = _eagerly(scale_init)
-        self._offset_init = _eagerly(offset_init)
-        try:
-            with tf.variable_creator_scope(replicator.eager_variable_creator):
-                super()._initialize(inputs)
-        finally:
-            self._scale_init, self._offset_init = scale_init, offset_init
 
     def _batch_moments(self, inputs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         context = tf.distribute.get_replica_context()
@@ -111,18 +99,3 @@ class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
         # E[x^2] - E[x]^2 can come out slightly negative by rounding.
         variance = tf.maximum(total_sq / count - tf.square(mean), 0)
         return tf.cast(mean, dtype), tf.cast(variance, dtype)
-
-
-def _eagerly(
-    initializer: Callable[[Any, tf.DType], tf.Tensor],
-) -> Callable[[Any, tf.DType], tf.Tensor]:
-    """Runs `initializer` outside the current graph when it can."""
-
-    def call(shape: Any, dtype: tf.DType) -> tf.Tensor:
-        try:
-            with tf.init_scope():
-                return initializer(shape, dtype)
-        except (TypeError, ValueError, tf.errors.OpError):
-            return initializer(shape, dtype)
-
-    return call

@@ -183,39 +183,18 @@ class TpuReplicator(tf.distribute.TPUStrategy):
         return _replica_local_scope(super().scope())
 
 
-def eager_variable_creator(
-    next_creator: Callable[..., tf.Variable], **kwargs: Any
-) -> tf.Variable:
-    """Creates the variable outside any graph if its initial value allows.
-
-    That is when the initial value is an eager tensor or a graph tensor whose
-    value is known statically (e.g. zeros); other variables are created
-    normally.
-    """
-    initial_value = kwargs.get("initial_value")
-    if isinstance(initial_value, tf.Tensor) and tf.inside_function():
-        if tf.is_symbolic_tensor(initial_value):
-            value = tf.get_static_value(initial_value)
-            if value is None:
-                return next_creator(**kwargs)
-            with tf.init_scope():
-                kwargs["initial_value"] = tf.constant(value, initial_value.dtype)
-                return next_creator(**kwargs)
-        with tf.init_scope():
-            return next_creator(**kwargs)
-    return next_creator(**kwargs)
-
-
 def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
     """Wraps `f` so that variables it creates get their initial values eagerly.
 
     Inside a `tf.function` (and especially on TPU), a variable's initializer
     normally becomes part of the traced graph and must be lifted out of it.
-    While the wrapper runs `f`: Sonnet initializers (`snt.initializers.*`)
-    compute their values eagerly (outside the graph) when they can, and a
-    variable whose initial value is a constant of the graph is created
-    eagerly from that constant. Initial values that depend on the function's
-    inputs are left alone. Results are the same as without the wrapper.
+    Sonnet modules initialise outside the trace by themselves, except under a
+    distribution strategy; while the wrapper runs `f` they do so under a
+    strategy too (their initializers compute eagerly), and any other
+    variable whose initial value is eager or a constant of the graph is
+    created eagerly from that value. Initial values that depend on the
+    function's inputs are left alone. Results are the same as without the
+    wrapper.
 
     Args:
       f: Any callable (a function, a module, ...), typically a step function
@@ -235,10 +214,7 @@ def create_variables_eagerly(f: Callable[..., T]) -> Callable[..., T]:
 
     @utils.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        with (
-            eager_init.initializers_run_eagerly(),
-            tf.variable_creator_scope(eager_variable_creator),
-        ):
+        with eager_init.constants_created_eagerly():
             return f(*args, **kwargs)
 
     return wrapper

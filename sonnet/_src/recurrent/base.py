@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-import contextlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -54,6 +53,15 @@ class RNNCore(base.Module):
     @abc.abstractmethod
     def initial_state(self, batch_size: Any, **kwargs: Any) -> Any:
         """The state at the first time step for a batch of `batch_size`."""
+
+    @base.no_name_scope
+    def _unrolls_sequence(self, initial_state: Any) -> bool:
+        """Whether this core's `_unroll_sequence`, if it defines one, can run
+        from `initial_state` (decided without creating ops). The protocol of
+        `snt.dynamic_unroll`'s whole-sequence path is described in
+        `recurrent/sequence.py`."""
+        del initial_state
+        return True
 
 
 class UnrolledRNN(base.Module):
@@ -325,42 +333,10 @@ def lstm_update(
     return hidden, cell
 
 
-def check_sequence_and_state(
-    core: Any, input_sequence: Any, initial_state: Any
-) -> tuple[tf.Tensor, Any]:
-    """Checks a `[T, B, input_size]` sequence and an initial state for a core's
-    whole-sequence unroll (against its `_dtype`, `_state_spec`, `_input_size`).
-
-    Errors name `input_sequence` and `initial_state`, the unroll's arguments.
-    """
-    input_sequence = check_inputs(input_sequence, core._dtype, 3, "input_sequence")  # noqa: SLF001
-    initial_state = check_state(
-        initial_state,
-        core._state_spec,  # noqa: SLF001
-        input_sequence.shape[1],
-        "initial_state",
-    )
-    check_input_size(input_sequence, core._input_size, "input_sequence")  # noqa: SLF001
-    return input_sequence, initial_state
-
-
 def add_forget_bias(bias: tf.Tensor, forget_bias: float) -> tf.Tensor:
-    """Adds `forget_bias` to the second (forget gate) quarter of `bias`.
-
-    An eager `bias` (e.g. computed eagerly inside a trace by `snt.once`)
-    gives an eager result, so the variable can be created outside the graph
-    like the others: a mix of variables created inside and outside a traced
-    function made TensorFlow fall back to conditional initialization, which
-    intermittently broke the gradient of a `dynamic_unroll` loop.
-    """
-    context = (
-        tf.init_scope()
-        if isinstance(bias, tf.Tensor) and not tf.is_symbolic_tensor(bias)
-        else contextlib.nullcontext()
-    )
-    with context:
-        i, f, g, o = tf.split(bias, 4)
-        return tf.concat([i, f + tf.cast(forget_bias, bias.dtype), g, o], axis=0)
+    """Adds `forget_bias` to the second (forget gate) quarter of `bias`."""
+    i, f, g, o = tf.split(bias, 4)
+    return tf.concat([i, f + tf.cast(forget_bias, bias.dtype), g, o], axis=0)
 
 
 def batch_dim(inputs: tf.Tensor) -> int | None:

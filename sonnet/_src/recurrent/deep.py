@@ -7,9 +7,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import base, checks, utils
 from sonnet._src.recurrent import base as rnn_base
-from sonnet._src.recurrent import gru, lstm
+from sonnet._src.recurrent import sequence
 
 
 def _layer_list(layers: Any, expected: str) -> Any:
@@ -176,39 +176,42 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             current = _leafwise(_concat, *outputs)
         return current, tuple(next_states)
 
+    @base.no_name_scope
+    def _unrolls_sequence(self, initial_state: Any) -> bool:
+        """Whether the stack can run layer by layer: no skip connections, and
+        every layer a core that can unroll its entry of `initial_state`."""
+        return (
+            not self._skip_connections
+            and bool(self._layers)
+            and isinstance(initial_state, (tuple, list))
+            and len(initial_state) == len(self._layers)
+            and all(
+                sequence.can_unroll(layer, state)
+                for layer, state in zip(self._layers, initial_state)
+            )
+        )
+
     @utils.no_autograph
     def _unroll_sequence(
         self,
         input_sequence: tf.Tensor,
         initial_state: Any,
         sequence_length: tf.Tensor | None,
-    ) -> tuple[Any, tuple[Any, ...]] | None:
-        """`dynamic_unroll` of a plain stack of LSTM/GRU cores, layer by layer.
+    ) -> tuple[Any, tuple[Any, ...]]:
+        """`dynamic_unroll` of the stack, one layer at a time.
 
-        Each layer runs over the whole sequence with its fused loop (one
-        input matmul, hand-written gradient) and feeds its output sequence to
-        the next: the same outputs, states and gradients as stepping the
-        stack, since no layer sees a later layer's values. Past a row's
-        sequence length a layer's outputs repeat its last valid outputs, as
-        the stack's do, and only feed the next layer's masked (discarded)
+        Each layer runs over the whole sequence with its own fast path (for
+        LSTM/GRU: one input matmul, hand-written gradient) and feeds its output
+        sequence to the next: the same outputs, states and gradients as
+        stepping the stack, since no layer sees a later layer's values. Past a
+        row's sequence length a layer's outputs repeat its last valid outputs,
+        as the stack's do, and only feed the next layer's masked (discarded)
         steps.
-        Returns None (the caller then steps the stack) for anything else:
-        skip connections, plain callables, other cores, or a subclass that
-        changed the step.
         """
-        if (
-            type(self).__call__ is not _LegacyDeepRNN.__call__
-            or self._skip_connections
-            or not self._layers
-            or not all(_has_fused_unroll(layer) for layer in self._layers)
-            or not isinstance(initial_state, (tuple, list))
-            or len(initial_state) != len(self._layers)
-        ):
-            return None
         current = input_sequence
         states = []
         for layer, state in zip(self._layers, initial_state):
-            current, state = layer._unroll_sequence(current, state, sequence_length)  # noqa: SLF001
+            current, state = sequence.unroll(layer, current, state, sequence_length)
             states.append(state)
         return current, tuple(states)
 
@@ -219,12 +222,6 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             for layer in self._layers
             if isinstance(layer, rnn_base.RNNCore)
         )
-
-
-def _has_fused_unroll(layer: Any) -> bool:
-    """Whether `layer._unroll_sequence` always takes the fused path."""
-    step = type(layer).__call__  # Layers are callable (checked on construction).
-    return step is lstm.LSTM.__call__ or step is gru.GRU.__call__
 
 
 class DeepRNN(_LegacyDeepRNN):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from sonnet._src import checks, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
-from sonnet._src.recurrent import gru_sequence, lstm
+from sonnet._src.recurrent import gru_sequence, sequence
 
 Initializer = Callable[[Any, Any], Any]
 
@@ -128,19 +128,14 @@ class GRU(rnn_base.RNNCore):
         input_sequence: tf.Tensor,
         initial_state: Any,
         sequence_length: tf.Tensor | None,
-    ) -> tuple[tf.Tensor, tf.Tensor] | None:
-        """`dynamic_unroll` of this core with one input matmul for all steps.
-
-        Returns None when a subclass changed the step (then the caller uses
-        the generic loop).
-        """
-        if type(self).__call__ is not GRU.__call__:
-            return None
-        input_sequence, initial_state = rnn_base.check_sequence_and_state(
-            self, input_sequence, initial_state
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """The whole-sequence path of `dynamic_unroll` (`recurrent/sequence.py`):
+        one input matmul for all steps, then the fused loop of `gru_sequence`."""
+        input_sequence, initial_state = sequence.check_sequence_and_state(
+            input_sequence, initial_state, self._state_spec, self._input_size
         )
         self._initialize(input_sequence)
-        xw = lstm.input_projection(input_sequence, self._w_i, self.b)
+        xw = sequence.input_projection(input_sequence, self._w_i, self.b)
         return gru_sequence.gru_sequence(
             xw, initial_state, self._w_h, sequence_length=sequence_length
         )

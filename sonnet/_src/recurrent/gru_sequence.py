@@ -11,20 +11,19 @@ length keep their state (and pass its gradient through).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src.recurrent import lstm_sequence
+from sonnet._src.recurrent import sequence
 
 
 def _make_fused(split: bool, masked: bool) -> Callable[..., Any]:
     """`fused(xw, h0, w_h[, mask]) -> (hs, h)` with a hand-written gradient.
 
     With `split`, `h @ w_h[:, :2h]` runs as two matmuls (z and r) that
-    TensorFlow executes in parallel (see `lstm_sequence._split_gates`).
+    TensorFlow executes in parallel (see `sequence.split_gates`).
     """
 
     @tf.custom_gradient
@@ -66,7 +65,7 @@ def _fused_forward(
         return t + 1, h, arrays
 
     # hs, z, r, a, each `[T, B, hidden]`.
-    arrays = [lstm_sequence.empty_array(h0, steps) for _ in range(4)]
+    arrays = [sequence.empty_array(h0, steps) for _ in range(4)]
     _, h_final, arrays = tf.while_loop(
         lambda t, *_: t < steps,
         forward,
@@ -89,12 +88,12 @@ def _fused_forward(
         def backward(t, d_h, d_gates_steps):
             d_h = d_h + d_hs[t]
             if mask is not None:  # Masked rows pass the gradient through.
-                d_h, d_h_skip = lstm_sequence.split_where(mask[t], d_h)
+                d_h, d_h_skip = sequence.split_where(mask[t], d_h)
             h, z, r, a = h_prev[t], zs[t], rs[t], a_s[t]
-            d_a = lstm_sequence.tanh_grad(a, d_h * z)
-            d_z = lstm_sequence.sigmoid_grad(z, d_h * (a - h))
+            d_a = sequence.tanh_grad(a, d_h * z)
+            d_z = sequence.sigmoid_grad(z, d_h * (a - h))
             d_rh = tf.matmul(d_a, w_a_t)
-            d_r = lstm_sequence.sigmoid_grad(r, d_rh * h)
+            d_r = sequence.sigmoid_grad(r, d_rh * h)
             d_prev = tf.add_n(
                 [
                     d_h * (1 - z),
@@ -111,7 +110,7 @@ def _fused_forward(
         _, d_h0, d_gates_steps = tf.while_loop(
             lambda t, *_: t >= 0,
             backward,
-            (steps - 1, d_h, lstm_sequence.empty_array(xw[0], steps)),
+            (steps - 1, d_h, sequence.empty_array(xw[0], steps)),
             maximum_iterations=steps,
         )
         d_xw = d_gates_steps.stack()
@@ -133,12 +132,8 @@ def _fused_forward(
     return (hs, h_final), grad
 
 
-# Keyed by (split, masked).
-_FUSED = {key: _make_fused(*key) for key in itertools.product((False, True), repeat=2)}
-_FUSED_EAGER = {
-    key: tf.function(fn, autograph=False, reduce_retracing=True)
-    for key, fn in _FUSED.items()
-}
+# Selected by (split, masked).
+_fused = sequence.fused_variants(_make_fused, 2)
 
 
 def gru_sequence(
@@ -162,19 +157,10 @@ def gru_sequence(
     """
     w_h = tf.convert_to_tensor(w_h)
     inputs = [xw, initial_state, w_h]
-    mask = None
-    if sequence_length is not None:
-        mask = lstm_sequence.time_mask(tf.shape(xw)[0], sequence_length)[:, :, None]
+    mask = sequence.step_mask(xw, sequence_length)
+    if mask is not None:
         inputs.append(mask)
     # Only the z and r products are split: per-gate work is batch * hidden * 2h.
-    split = lstm_sequence.split_gates(initial_state.shape[0], w_h)
-    fused = (_FUSED_EAGER if tf.executing_eagerly() else _FUSED)[
-        split, mask is not None
-    ]
-    outputs, state = fused(*inputs)
-    if mask is not None:
-        # Masked steps already hold the state (the outputs) of the last valid
-        # step; rows without a valid step get zeros instead of the initial
-        # state.
-        outputs = tf.where(mask[:1], outputs, tf.zeros_like(outputs))
-    return outputs, state
+    split = sequence.split_gates(initial_state.shape[0], w_h)
+    outputs, state = _fused(split, mask is not None)(*inputs)
+    return sequence.zero_empty_rows(outputs, mask), state

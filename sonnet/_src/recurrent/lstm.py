@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from sonnet._src import checks, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
-from sonnet._src.recurrent import lstm_sequence
+from sonnet._src.recurrent import lstm_sequence, sequence
 
 Initializer = Callable[[Any, Any], Any]
 
@@ -44,21 +44,6 @@ def lstm_weights(
     bias = rnn_base.add_forget_bias(b_init([gates], dtype), forget_bias)
     b = tf.Variable(bias, name="b")
     return w_i, w_h, b, w_i_init, w_h_init
-
-
-def input_projection(
-    input_sequence: tf.Tensor, w_i: tf.Variable, b: tf.Variable
-) -> tf.Tensor:
-    """`input_sequence @ w_i + b` for all time steps in one matmul."""
-    static = input_sequence.shape
-    dynamic = tf.shape(input_sequence)
-    steps = static[0] if static[0] is not None else dynamic[0]
-    batch = static[1] if static[1] is not None else dynamic[1]
-    if w_i.shape[0] == 0:  # No input features (`-1` below would be ambiguous).
-        return tf.broadcast_to(b, tf.stack([steps, batch, w_i.shape[1]]))
-    flat = tf.reshape(input_sequence, [-1, w_i.shape[0]])
-    projected = tf.nn.bias_add(tf.matmul(flat, w_i), b)
-    return tf.reshape(projected, [steps, batch, w_i.shape[1]])
 
 
 class LSTM(rnn_base.RNNCore):
@@ -247,19 +232,14 @@ class LSTM(rnn_base.RNNCore):
         input_sequence: tf.Tensor,
         initial_state: Any,
         sequence_length: tf.Tensor | None,
-    ) -> tuple[tf.Tensor, rnn_base.LSTMState] | None:
-        """`dynamic_unroll` of this core with one input matmul for all steps.
-
-        Returns None when a subclass changed the step (then the caller uses
-        the generic loop).
-        """
-        if type(self).__call__ is not LSTM.__call__:
-            return None
-        input_sequence, initial_state = rnn_base.check_sequence_and_state(
-            self, input_sequence, initial_state
+    ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
+        """The whole-sequence path of `dynamic_unroll` (`recurrent/sequence.py`):
+        one input matmul for all steps, then the fused loop of `lstm_sequence`."""
+        input_sequence, initial_state = sequence.check_sequence_and_state(
+            input_sequence, initial_state, self._state_spec, self._input_size
         )
         self._initialize(input_sequence)
-        xw = input_projection(input_sequence, self._w_i, self.b)
+        xw = sequence.input_projection(input_sequence, self._w_i, self.b)
         return lstm_sequence.lstm_sequence(
             xw,
             rnn_base.LSTMState(*initial_state),

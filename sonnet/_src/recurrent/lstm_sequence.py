@@ -12,52 +12,19 @@ output projection's) are one matmul over all steps afterwards, instead of
 one small accumulated matmul per step as automatic differentiation of the
 loop does. Sequence lengths are a mask in the same loops. On CPU, mid-sized
 recurrent products run as four per-gate matmuls that TensorFlow executes in
-parallel (`split_gates`). Eagerly, the loop runs inside a `tf.function` so
+parallel (`sequence.split_gates`). Eagerly, the loop runs inside a `tf.function` so
 the per-step ops are not dispatched one by one from Python.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
 from sonnet._src.recurrent import base as rnn_base
-
-
-def empty_array(like: tf.Tensor, size: Any) -> tf.TensorArray:
-    """An empty `TensorArray` of `size` elements shaped like `like`."""
-    return tf.TensorArray(like.dtype, size=size, element_shape=like.shape)
-
-
-# Per-step `h @ w_h` products of this many multiply-adds or more (and fewer
-# than `_SPLIT_MAX`) run as four per-gate matmuls on CPU. TensorFlow runs a
-# matmul this small on one thread; four independent ones run side by side on
-# its inter-op threads, which makes the loop ~1.4x faster on 2 cores. Smaller
-# products are dominated by per-op overhead, larger ones use all threads
-# already; GPUs gain nothing from it. Results agree up to float rounding.
-_SPLIT_MIN = 2**20
-_SPLIT_MAX = 2**26
-_cpu_only: bool | None = None
-
-
-def split_gates(batch: int | None, w_h: tf.Tensor) -> bool:
-    """Whether the recurrent product `[B, hidden] @ w_h` runs per gate.
-
-    Also used by `gru_sequence`. An unknown batch size counts as 32.
-    """
-    global _cpu_only
-    if _cpu_only is None:
-        _cpu_only = all(
-            d.device_type == "CPU" for d in tf.config.list_logical_devices()
-        )
-    hidden, gates = w_h.shape
-    if not _cpu_only or hidden is None or gates is None:
-        return False
-    work = (32 if batch is None else batch) * hidden * gates
-    return _SPLIT_MIN <= work < _SPLIT_MAX
+from sonnet._src.recurrent import sequence
 
 
 def _make_fused(split: bool, projected: bool, masked: bool) -> Callable[..., Any]:
@@ -66,7 +33,7 @@ def _make_fused(split: bool, projected: bool, masked: bool) -> Callable[..., Any
     The forward loop also records the cells and the activated gates, from
     which the backward loop computes each step's gradient without
     re-evaluating any nonlinearity. With `split`, `h @ w_h` runs as four
-    per-gate matmuls (see `split_gates`). The returned function takes
+    per-gate matmuls (see `sequence.split_gates`). The returned function takes
     `(xw, h0, c0, w_h)`, then the `[hidden, projection]` output projection if
     `projected`, then a `[T, B, 1]` bool mask if `masked` (where it is False
     the step keeps the previous state, which is then also its output).
@@ -131,7 +98,9 @@ def _fused_forward(
     # other arrays hold hs (`[T, B, hidden or projection]`), and i, f, g, o and
     # tanh(new cell), each `[T, B, hidden]`.
     cells = tf.TensorArray(c0.dtype, size=steps + 1, element_shape=c0.shape)
-    arrays = [empty_array(h0, steps)] + [empty_array(c0, steps) for _ in range(5)]
+    arrays = [sequence.empty_array(h0, steps)] + [
+        sequence.empty_array(c0, steps) for _ in range(5)
+    ]
     _, h_final, c_final, cells, arrays = tf.while_loop(
         lambda t, *_: t < steps,
         forward,
@@ -160,19 +129,19 @@ def _fused_forward(
             d_h = d_h + d_hs[t]
             if mask is not None:  # Masked rows pass the gradient through.
                 keep = mask[t]
-                d_h, d_h_skip = split_where(keep, d_h)
-                d_c, d_c_skip = split_where(keep, d_c)
+                d_h, d_h_skip = sequence.split_where(keep, d_h)
+                d_c, d_c_skip = sequence.split_where(keep, d_c)
             if projection_t is not None:
                 # `d_h` is the projected output's gradient; kept for d_proj.
                 d_hs_steps = (d_hs_steps[0].write(t, d_h),)
                 d_h = tf.matmul(d_h, projection_t)
             i, f, g, o, tanh_c = ii[t], ff[t], gg[t], oo[t], tanh_cells[t]
-            d_o = sigmoid_grad(o, d_h * tanh_c)
-            d_c = d_c + tanh_grad(tanh_c, d_h * o)
+            d_o = sequence.sigmoid_grad(o, d_h * tanh_c)
+            d_c = d_c + sequence.tanh_grad(tanh_c, d_h * o)
             d_parts = [
-                sigmoid_grad(i, d_c * g),
-                sigmoid_grad(f, d_c * cells[t]),
-                tanh_grad(g, d_c * i),
+                sequence.sigmoid_grad(i, d_c * g),
+                sequence.sigmoid_grad(f, d_c * cells[t]),
+                sequence.tanh_grad(g, d_c * i),
                 d_o,
             ]
             d_gates = tf.concat(d_parts, axis=1)
@@ -185,11 +154,11 @@ def _fused_forward(
                 d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
             return (t - 1, d_h, d_c, d_gates_steps.write(t, d_gates), *d_hs_steps)
 
-        d_hs_steps = () if projection is None else (empty_array(h0, steps),)
+        d_hs_steps = () if projection is None else (sequence.empty_array(h0, steps),)
         _, d_h0, d_c0, d_gates_steps, *d_hs_steps = tf.while_loop(
             lambda t, *_: t >= 0,
             backward,
-            (steps - 1, d_h, d_c, empty_array(xw[0], steps), *d_hs_steps),
+            (steps - 1, d_h, d_c, sequence.empty_array(xw[0], steps), *d_hs_steps),
             maximum_iterations=steps,
         )
         d_xw = d_gates_steps.stack()
@@ -216,28 +185,8 @@ def _fused_forward(
     return (hs, h_final, c_final), grad
 
 
-def split_where(keep: tf.Tensor, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """`x` where `keep` (else 0), and `x` where not `keep` (else 0)."""
-    zeros = tf.zeros_like(x)
-    return tf.where(keep, x, zeros), tf.where(keep, zeros, x)
-
-
-def sigmoid_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
-    """`dy * y * (1 - y)`, the gradient through `y = sigmoid(x)`, in one op."""
-    return tf.raw_ops.SigmoidGrad(y=y, dy=dy)
-
-
-def tanh_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
-    """`dy * (1 - y**2)`, the gradient through `y = tanh(x)`, in one op."""
-    return tf.raw_ops.TanhGrad(y=y, dy=dy)
-
-
-# Keyed by (split, projected, masked).
-_FUSED = {key: _make_fused(*key) for key in itertools.product((False, True), repeat=3)}
-_FUSED_EAGER = {
-    key: tf.function(fn, autograph=False, reduce_retracing=True)
-    for key, fn in _FUSED.items()
-}
+# Selected by (split, projected, masked).
+_fused = sequence.fused_variants(_make_fused, 3)
 
 
 def lstm_sequence(
@@ -266,22 +215,9 @@ def lstm_sequence(
     inputs = [xw, h0, c0, w_h]
     if projection is not None:
         inputs.append(tf.convert_to_tensor(projection))
-    mask = None
-    if sequence_length is not None:
-        mask = time_mask(tf.shape(xw)[0], sequence_length)[:, :, None]
-        inputs.append(mask)
-    key = (split_gates(h0.shape[0], w_h), projection is not None, mask is not None)
-    fused = (_FUSED_EAGER if tf.executing_eagerly() else _FUSED)[key]
-    outputs, h, c = fused(*inputs)
+    mask = sequence.step_mask(xw, sequence_length)
     if mask is not None:
-        # Masked steps already hold the state (the outputs) of the last valid
-        # step; rows without a valid step get zeros instead of the initial
-        # state.
-        outputs = tf.where(mask[:1], outputs, tf.zeros_like(outputs))
-    return outputs, rnn_base.LSTMState(hidden=h, cell=c)
-
-
-def time_mask(steps: Any, sequence_length: tf.Tensor) -> tf.Tensor:
-    """`[T, B]` bool mask, True where `t < sequence_length[b]`."""
-    times = tf.range(steps, dtype=sequence_length.dtype)
-    return times[:, None] < sequence_length[None, :]
+        inputs.append(mask)
+    split = sequence.split_gates(h0.shape[0], w_h)
+    outputs, h, c = _fused(split, projection is not None, mask is not None)(*inputs)
+    return sequence.zero_empty_rows(outputs, mask), rnn_base.LSTMState(h, c)

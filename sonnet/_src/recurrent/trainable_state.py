@@ -117,18 +117,22 @@ class TrainableState(base.Module):
                 True if flag is None else checks.flag("mask", flag)
                 for flag in tf.nest.flatten(mask)
             ]
-        variables = []
-        # Built inside a `tf.function` (e.g. by `for_core`), constant initial
-        # values make variables outside the graph, as other modules' do.
-        with eager_init.variables_created_eagerly():
-            for path, value, trainable in zip(_paths(initial_values), values, flags):
-                variables.append(
-                    tf.Variable(
-                        _with_batch_dimension(value),
-                        trainable=trainable,
-                        name="/".join(path) if path else "state",
-                    )
+
+        # This constructor is the module's initialisation: inside a
+        # `tf.function` (e.g. built by `for_core`), it creates the variables
+        # outside the trace as other modules' `_initialize` do.
+        @eager_init.outside_trace
+        def create() -> list[tf.Variable]:
+            return [
+                tf.Variable(
+                    _with_batch_dimension(value),
+                    trainable=trainable,
+                    name="/".join(path) if path else "state",
                 )
+                for path, value, trainable in zip(_paths(initial_values), values, flags)
+            ]
+
+        variables = create()
         self._structure = _Structure(initial_values)
         self._template = self._structure.pack(variables)
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from sonnet._src import checks, utils
 from sonnet._src.recurrent import base as rnn_base
-from sonnet._src.recurrent import lstm_sequence
+from sonnet._src.recurrent import sequence
 
 Core = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -266,7 +266,7 @@ def static_unroll(
     assert steps is not None
     lengths = _check_sequence_length(sequence_length, tensors)
     per_step = [tf.unstack(t, num=steps) for t in tensors]
-    alive = None if lengths is None else lstm_sequence.time_mask(steps, lengths)
+    alive = None if lengths is None else sequence.time_mask(steps, lengths)
     alive_steps = None if alive is None else tf.unstack(alive, num=steps)
     state = initial_state
     columns: list[list[tf.Tensor]] | None = None
@@ -313,9 +313,10 @@ def dynamic_unroll(
     The first step runs before the loop (it creates the core's variables and
     fixes the output structure); the others run in a `tf.while_loop`, so the
     graph has one copy of the step whatever `T` is, and `T` may be unknown
-    until run time. Eagerly the loop is a Python loop. For an `snt.LSTM` core
-    the input projection of all steps is one matmul and only the recurrence
-    runs in the loop.
+    until run time. Eagerly the loop is a Python loop. For `snt.LSTM` and
+    `snt.GRU` cores (and `snt.DeepRNN` stacks of them) and a single input
+    tensor, the input projection of all steps is one matmul and only the
+    recurrence runs in the loop.
 
     Args:
       core: An `snt.RNNCore` or any callable `(inputs, prev_state) ->
@@ -354,17 +355,16 @@ def dynamic_unroll(
     tensors, steps = _check_input_sequence(input_sequence, static=False)
     lengths = _check_sequence_length(sequence_length, tensors)
     parallel_iterations, swap_memory = _loop_options(parallel_iterations, swap_memory)
-    unroll = getattr(core, "_unroll_sequence", None)
-    if unroll is not None and not tf.nest.is_nested(input_sequence):
-        result = unroll(tensors[0], initial_state, lengths)
-        if result is not None:
-            return result
+    if not tf.nest.is_nested(input_sequence) and sequence.can_unroll(
+        core, initial_state
+    ):
+        return sequence.unroll(core, tensors[0], initial_state, lengths)
     num_steps: Any = steps if steps is not None else tf.shape(tensors[0])[0]
     arrays = [
         tf.TensorArray(t.dtype, size=num_steps, element_shape=t.shape[1:]).unstack(t)
         for t in tensors
     ]
-    alive = None if lengths is None else lstm_sequence.time_mask(num_steps, lengths)
+    alive = None if lengths is None else sequence.time_mask(num_steps, lengths)
     alive_steps = (
         None
         if alive is None

@@ -9,7 +9,7 @@ import tensorflow as tf
 from sonnet._src import checks, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm as lstm_lib
-from sonnet._src.recurrent import lstm_sequence
+from sonnet._src.recurrent import lstm_sequence, sequence
 
 
 class UnrolledLSTM(rnn_base.UnrolledRNN):
@@ -127,7 +127,7 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         )
         rnn_base.check_input_size(input_sequence, self._input_size, "input_sequence")
         self._initialize(input_sequence)
-        xw = lstm_lib.input_projection(input_sequence, self._w_i, self.b)
+        xw = sequence.input_projection(input_sequence, self._w_i, self.b)
         return lstm_sequence.lstm_sequence(
             xw, rnn_base.LSTMState(*initial_state), self._w_h
         )
