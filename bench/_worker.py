@@ -135,7 +135,7 @@ def serve(channel: TextIO) -> None:
                 send({"wall": wall, "cpu": cpu})
             else:
                 send({"error": f"unknown command {message['cmd']!r}"})
-        except Exception as e:  # noqa: BLE001  (reported to the parent)
+        except Exception as e:
             send({"error": f"{type(e).__name__}: {e}"})
 
 

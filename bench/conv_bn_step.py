@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-import sonnet as snt  # noqa: E402
+import sonnet as snt
 
 CHANNELS = 32
 LAYERS = 4

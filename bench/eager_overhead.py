@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-import sonnet as snt  # noqa: E402
+import sonnet as snt
 
 
 def _time(fn: Callable[[], object], number: int) -> float:
@@ -56,7 +56,7 @@ def main() -> None:
 
     mlp = snt.nets.MLP([32, 32, 10])
     mlp(x)
-    params = [(layer.w, layer.b) for layer in mlp._layers]  # noqa: SLF001
+    params = [(layer.w, layer.b) for layer in mlp._layers]
 
     def raw_linear():
         return tf.add(tf.matmul(x, w), b)

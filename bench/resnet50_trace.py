@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-import sonnet as snt  # noqa: E402
+import sonnet as snt
 
 SPEC = tf.TensorSpec([8, 224, 224, 3], tf.float32)
 LEARNING_RATE = 0.01

@@ -26,8 +26,8 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/run.py`: make `bench` importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import harness  # noqa: E402
-from bench.harness import RemoteWorker, Samples, median  # noqa: E402
+from bench import harness
+from bench.harness import RemoteWorker, Samples, median
 
 DEFAULT_JSON = Path(__file__).resolve().parent / "results.json"
 IMPL_ORDER = ("ours", "raw", "keras", "original")
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             try:
                 results.update(run_workload(name, args, remote))
-            except Exception as e:  # noqa: BLE001  (recorded; the suite goes on)
+            except Exception as e:
                 errors[name] = f"{type(e).__name__}: {e}"
                 _log(traceback.format_exc())
             gc.collect()

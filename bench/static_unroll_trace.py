@@ -21,10 +21,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-import sonnet as snt  # noqa: E402
+import sonnet as snt
 
 BATCH, INPUT, HIDDEN = 8, 32, 64
 

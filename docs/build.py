@@ -25,13 +25,13 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pdoc  # noqa: E402
-import pdoc.doc  # noqa: E402
-import pdoc.render  # noqa: E402
+import pdoc
+import pdoc.doc
+import pdoc.render
 
 # Imported here, not by pdoc: TensorFlow runs subprocesses at import time,
 # which pdoc's own importer forbids.
-import sonnet  # noqa: E402
+import sonnet
 
 ROOT = Path(__file__).resolve().parent.parent
 # pdoc finds the submodules of `sonnet` named in its `__all__`; as in the

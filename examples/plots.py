@@ -9,9 +9,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import ticker  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import ticker
 
 # A moving average over fewer points than this is as noisy as the points.
 _MIN_WINDOW = 5

@@ -89,7 +89,7 @@ def import_tensorflow() -> ModuleType:
     return tf
 
 
-class progress:  # noqa: N801 - used like tqdm.trange.
+class progress:
     """`range(steps)` with progress: a tqdm bar on a terminal, else lines.
 
     Use as `with progress(n) as bar: for step in bar: ... bar.set_postfix(...)`.

@@ -149,7 +149,7 @@ def test_value_defaults_to_key():
 
 def _masks(b: int, h: int, t: int, s: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(3)
-    random = lambda *shape: rng.random(shape) < 0.7  # noqa: E731
+    random = lambda *shape: rng.random(shape) < 0.7
     return {
         "rank2-[T,S]": random(t, s),
         "rank3-[H,T,S]": random(h, t, s),

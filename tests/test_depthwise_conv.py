@@ -71,7 +71,7 @@ def test_matches_numpy(padding: str, stride: Any, rate: Any, multiplier: int):
     )
     module(x)
     randomize(module)
-    pair = lambda v: v if isinstance(v, tuple) else (v, v)  # noqa: E731
+    pair = lambda v: v if isinstance(v, tuple) else (v, v)
     expected = np_depthwise_conv(
         x, module.w.numpy(), pair(stride), pair(rate), padding.upper()
     )

@@ -173,7 +173,7 @@ def test_replicators_with_different_all_reduce_shapes_in_one_process():
 
         @tf.function
         def reduce(x, replicator=replicator):
-            ctx_fn = lambda t: tf.distribute.get_replica_context().all_reduce(  # noqa: E731
+            ctx_fn = lambda t: tf.distribute.get_replica_context().all_reduce(
                 "sum", t * 1.0
             )
             return replicator.run(ctx_fn, args=(x,))

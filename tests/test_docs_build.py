@@ -14,7 +14,7 @@ from typing import NamedTuple
 import pytest
 
 pytest.importorskip("pdoc")
-import pdoc.doc  # noqa: E402
+import pdoc.doc
 
 ROOT = Path(__file__).resolve().parent.parent
 

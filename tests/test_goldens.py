@@ -32,7 +32,7 @@ def train_step(m: Any, opt: Any, x: tf.Tensor) -> None:
 
 
 def _evaluate(expression: str, names: dict[str, Any]) -> Any:
-    return eval(expression, {"snt": snt, "tf": tf, "np": np, **names})  # noqa: S307
+    return eval(expression, {"snt": snt, "tf": tf, "np": np, **names})
 
 
 def _build(case: dict[str, Any]) -> tuple[Any, Any]:

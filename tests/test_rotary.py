@@ -76,7 +76,7 @@ def test_position_zero_is_identity():
 def test_preserves_the_norm_of_each_pair():
     x = _data([2, 6, 3, 8])
     y = snt.apply_rotary_embedding(x, np.arange(6) * 37).numpy()
-    pairs = lambda a: np.hypot(a[..., :4], a[..., 4:])  # noqa: E731
+    pairs = lambda a: np.hypot(a[..., :4], a[..., 4:])
     np.testing.assert_allclose(pairs(y), pairs(x), rtol=1e-5)
     np.testing.assert_allclose(
         np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5

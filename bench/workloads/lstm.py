@@ -44,7 +44,7 @@ def _raw_lstm(x: tf.Tensor) -> Callable[[], tf.Tensor]:
             outputs.append(h)
         return tf.stack(outputs)
 
-    step = lstm_step._sgd_step(forward, params)  # noqa: SLF001
+    step = lstm_step._sgd_step(forward, params)
     return lambda: step(x)
 
 

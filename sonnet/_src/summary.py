@@ -431,7 +431,7 @@ class _Recorded:
             _RECORDINGS[-1].exit(self.record, self.outputs, failed=kind is not None)
 
 
-class _recording_calls:  # noqa: N801 - used as a context manager, like a function.
+class _recording_calls:
     """Patches the recorded methods of every module class for the duration."""
 
     def __init__(self, recording: _Recording) -> None:

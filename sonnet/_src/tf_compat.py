@@ -133,7 +133,7 @@ def keras_variable_of(variable: tf.Variable) -> Any:
     """
     global _keras_variable_class
     if _keras_variable_class is None:
-        import keras  # noqa: PLC0415 (Keras only for `snt.KerasLayer`)
+        import keras
 
         class ModuleVariable(keras.Variable):  # pyright: ignore[reportGeneralTypeIssues]
             def __init__(self, existing: tf.Variable):

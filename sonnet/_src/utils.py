@@ -138,7 +138,7 @@ def to_tensor(argument: str, value: Any, dtype: Any = None) -> tf.Tensor:
         return tf.convert_to_tensor(value, dtype=dtype)
     except (TypeError, ValueError) as e:
         # TF raised `ValueError` (e.g. for None) or `TypeError`; ours is both.
-        from sonnet._src import checks  # noqa: PLC0415 (checks imports utils)
+        from sonnet._src import checks
 
         raise checks.invalid_argument_type(
             argument, "must be convertible to a tensor", value

@@ -72,7 +72,7 @@ def outcome(fn: Callable[[], Any], argument_names: Iterable[str]) -> tuple[bool,
     """Runs `fn`; returns (True, result) or checks the error and returns (False, e)."""
     try:
         return True, fn()
-    except Exception as e:  # noqa: BLE001 - the point is to inspect any failure
+    except Exception as e:
         check_error(e, argument_names)
         return False, e
 

@@ -229,7 +229,7 @@ def inputs(
     shape: tuple[int, ...], dtype: Any = np.float32
 ) -> list[tuple[str, Callable[[], Any]]]:
     """Spellings of an input tensor of `shape` (values from `ramp`)."""
-    base = lambda shape=shape, dtype=dtype: ramp(shape, dtype)  # noqa: E731
+    base = lambda shape=shape, dtype=dtype: ramp(shape, dtype)
     out = [
         ("tensor", lambda: tf.constant(base())),
         ("ndarray", base),
@@ -368,7 +368,7 @@ def _array(x: Any, values: bool) -> dict[str, Any]:
 def _variables(module: tf.Module) -> Any:
     try:
         variables = module.variables
-    except Exception as e:  # noqa: BLE001 - recorded for comparison
+    except Exception as e:
         return {"error": exception_mro(e)[0]}
     return [
         [v.name, v.shape.as_list(), v.dtype.name, _truth(v.trainable)]
@@ -379,7 +379,7 @@ def _variables(module: tf.Module) -> Any:
 def _truth(value: Any) -> Any:
     try:
         return bool(value)
-    except Exception:  # noqa: BLE001 - recorded for comparison
+    except Exception:
         return repr(value)
 
 
@@ -446,7 +446,7 @@ def run_one(fn: Callable[[], Any]) -> dict[str, Any]:
         try:
             value = fn()
             return {"status": "ok", "value": encode(value)}
-        except Exception as e:  # noqa: BLE001 - the outcome being compared
+        except Exception as e:
             return {
                 "status": "error",
                 "mro": exception_mro(e),
@@ -636,7 +636,7 @@ class Registry:
             call_kwargs = {k[1:]: kwargs.pop(k) for k in list(kwargs) if k[0] == "@"}
             module = ctor(**kwargs)
             args = (call_kwargs.pop("inputs"),) if "inputs" in call_kwargs else ()
-            f = lambda *a: call(module, *a, **call_kwargs)  # noqa: E731
+            f = lambda *a: call(module, *a, **call_kwargs)
             if mode != "eager":
                 signature = None
                 if mode == "unknown_batch":

@@ -58,7 +58,7 @@ def can_unroll(core: Any, initial_state: Any) -> bool:
     step = _defining_class(cls, "__call__")
     if owner is None or step is None or not issubclass(owner, step):
         return False
-    return bool(core._unrolls_sequence(initial_state))  # noqa: SLF001 - the protocol.
+    return bool(core._unrolls_sequence(initial_state))
 
 
 def unroll(
@@ -71,7 +71,7 @@ def unroll(
 
     Only for a core where `can_unroll(core, initial_state)` holds.
     """
-    return core._unroll_sequence(input_sequence, initial_state, sequence_length)  # noqa: SLF001 - the protocol.
+    return core._unroll_sequence(input_sequence, initial_state, sequence_length)
 
 
 def check_sequence_and_state(
