@@ -28,9 +28,8 @@ from typing import Any
 
 import tensorflow as tf
 from google.protobuf import message
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from sonnet._src import utils
+from sonnet._src import tf_compat, utils
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _READ_ERRORS = (tf.errors.OpError, IndexError, ValueError, message.DecodeError)
@@ -48,17 +47,17 @@ def _unreadable(path: str, error: BaseException) -> ValueError:
 
 def _object_graph(
     reader: Any,
-) -> trackable_object_graph_pb2.TrackableObjectGraph | None:
+) -> tf_compat.TrackableObjectGraph | None:
     if not reader.has_tensor(_OBJECT_GRAPH_KEY):
         return None  # A name-based (TF1) checkpoint: nothing to match.
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph = tf_compat.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
     return graph
 
 
 def _mismatches(
     root: tf.train.Checkpoint,
-    graph: trackable_object_graph_pb2.TrackableObjectGraph,
+    graph: tf_compat.TrackableObjectGraph,
     reader: Any,
 ) -> list[str]:
     """Existing variables whose checkpointed value has another shape or dtype."""

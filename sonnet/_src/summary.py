@@ -21,7 +21,7 @@ from typing import Any
 import tabulate
 import tensorflow as tf
 
-from sonnet._src import base, build, checks, flops, utils, variable_table
+from sonnet._src import base, build, checks, flops, tf_compat, utils, variable_table
 
 # Methods recorded as calls: `__call__`, and the whole-sequence fast path that
 # `snt.dynamic_unroll` takes for LSTM/GRU cores (and stacks of them) instead
@@ -526,7 +526,7 @@ def _output_specs(outputs: Any, label: str = "") -> Iterator[tuple[str, Any]]:
     elif isinstance(outputs, (list, tuple)):
         for item in outputs:
             yield from _output_specs(item, label)
-    elif isinstance(outputs, tf.__internal__.CompositeTensor):
+    elif isinstance(outputs, tf_compat.CompositeTensor):
         yield label, tf.type_spec_from_value(outputs)
 
 

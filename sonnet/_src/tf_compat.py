@@ -24,6 +24,13 @@ public API promises: a variable created with
 function being traced, which then neither traces a second time nor refuses
 variables in a later trace; and, as no public API tells the current device
 scope, an op created in the graph is what shows it (`in_device_scope`).
+
+Module code opts out of AutoGraph with `utils.no_autograph`, which marks the
+function itself (`mark_do_not_convert`) instead of wrapping it as
+`tf.autograph.experimental.do_not_convert` does: the attribute AutoGraph
+checks is not public. Two names without a public spelling are re-exported
+here: the checkpoint's object graph proto (`TrackableObjectGraph`) and the
+base class of composite tensors (`CompositeTensor`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+# The checkpoint's object graph proto: TensorFlow exports no public name for
+# it (`tf.train` reads checkpoints but does not expose their object graph).
+TrackableObjectGraph = trackable_object_graph_pb2.TrackableObjectGraph
+
+# The base class of `tf.RaggedTensor`, `tf.SparseTensor`, extension types...:
+# public only under `tf.__internal__`.
+CompositeTensor = tf.__internal__.CompositeTensor
 
 _POLYMORPHIC = tf.types.experimental.PolymorphicFunction
 

@@ -255,7 +255,7 @@ _STATEFUL = (
 )
 
 
-@tf.autograph.experimental.do_not_convert
+@utils.no_autograph
 def _check_no_state(state: State) -> None:
     if state:
         names = sorted(ref.deref().name for ref in state)

@@ -10,10 +10,6 @@ import tensorflow as tf
 
 from sonnet._src import checks, utils
 
-# Marks helpers that AutoGraph should call as they are: converting them when
-# they run inside a user's `tf.function` would only cost tracing time.
-_no_autograph = tf.autograph.experimental.do_not_convert
-
 
 def device_put(t: Any, device: str | None = None) -> Any:
     """Copies every leaf of the nest `t` to `device` as a tensor.
@@ -35,7 +31,7 @@ def device_put(t: Any, device: str | None = None) -> Any:
     return _device_put(t, device)
 
 
-@_no_autograph
+@utils.no_autograph
 def _device_put(t: Any, device: Any) -> Any:
     if device is not None and not isinstance(device, str):
         # What `tf.device` raised in the original.
@@ -73,7 +69,7 @@ def device_get(t: Any) -> Any:
     return _device_get(t)
 
 
-@_no_autograph
+@utils.no_autograph
 def _device_get(t: Any) -> Any:
     def get(leaf: Any) -> Any:
         if not isinstance(leaf, (tf.Tensor, tf.Variable)):
@@ -256,7 +252,7 @@ class _GradCall:
     def __exit__(self, *exc_info: Any) -> None:
         self._tape.__exit__(*exc_info)
 
-    @_no_autograph
+    @utils.no_autograph
     def finish(self, out: Any) -> tuple[Any, Any]:
         """Returns `(out, grads)`."""
         if self._has_aux:
@@ -271,7 +267,7 @@ class _GradCall:
         return out, self._tape.gradient(value, self._selected)
 
 
-@_no_autograph
+@utils.no_autograph
 def _value_and_grad(
     f: Callable[..., Any], argnums: Any, has_aux: bool
 ) -> Callable[..., Any]:
@@ -313,7 +309,7 @@ def grad(
     return _grad(f, argnums, has_aux)
 
 
-@_no_autograph
+@utils.no_autograph
 def _grad(f: Callable[..., Any], argnums: Any, has_aux: bool) -> Callable[..., Any]:
     value_and_grad_f = _value_and_grad(f, argnums, has_aux)
     has_aux = checks.flag("has_aux", has_aux)

@@ -66,7 +66,7 @@ def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
 
     # None of these run user code, so AutoGraph need not convert them when
     # they are called inside a `tf.function`.
-    @tf.autograph.experimental.do_not_convert
+    @utils.no_autograph
     def step(updates: list[Any], params: list[tf.Tensor], names: list[str]) -> Any:
         holders[:] = [
             TensorVariable(p, trainable=True, name=n) for p, n in zip(params, names)
@@ -76,7 +76,7 @@ def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
 
     transformed = haiku.transform_with_state(step)
 
-    @tf.autograph.experimental.do_not_convert
+    @utils.no_autograph
     def init(params: Any) -> dict[Any, tf.Tensor]:
         flat = [utils.to_tensor("params", p) for p in _flatten("params", params)]
         zeros = [tf.zeros_like(p) for p in flat]
@@ -102,7 +102,7 @@ def _wrap(opt: base.Optimizer) -> TransformedOptimizer:
         holders.clear()
         return opt_state
 
-    @tf.autograph.experimental.do_not_convert
+    @utils.no_autograph
     def apply(
         opt_state: Any, updates: Any, params: Any
     ) -> tuple[Any, dict[Any, tf.Tensor]]:

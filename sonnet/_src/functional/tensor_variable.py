@@ -416,9 +416,7 @@ class TensorVariable(tf.Variable):
 # traced; they contain no control flow on tensors, so it is told not to.
 for _name, _method in list(vars(TensorVariable).items()):
     if inspect.isfunction(_method) and not _name.startswith("__"):
-        setattr(
-            TensorVariable, _name, tf.autograph.experimental.do_not_convert(_method)
-        )
+        setattr(TensorVariable, _name, utils.no_autograph(_method))
 
 
 def _to_tensor(

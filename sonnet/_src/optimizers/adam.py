@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from sonnet._src import base, once
+from sonnet._src import base, once, utils
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -77,7 +77,7 @@ class Adam(base.Optimizer):
         with tf.name_scope("v"):
             self.v.extend(opt_utils.slot_like(p) for p in parameters)
 
-    @tf.autograph.experimental.do_not_convert
+    @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
         """Applies `updates` to `parameters` (one per parameter, None skips).
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, once
+from sonnet._src import base, checks, once, utils
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -65,7 +65,7 @@ class Momentum(base.Optimizer):
         with tf.name_scope("accumulated_momentum"):
             self.accumulated_momentum.extend(opt_utils.slot_like(p) for p in parameters)
 
-    @tf.autograph.experimental.do_not_convert
+    @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
         """Applies `updates` to `parameters` (one per parameter, None skips).
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base
+from sonnet._src import base, utils
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -41,7 +41,7 @@ class SGD(base.Optimizer):
         if self._scheduled:
             self.step = opt_utils.step_counter()
 
-    @tf.autograph.experimental.do_not_convert
+    @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
         """Applies `updates` to `parameters` (one per parameter, None skips).
 
