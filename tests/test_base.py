@@ -646,3 +646,17 @@ def test_once_creates_variables_eagerly_while_tracing(device):
     assert module.zeros.name == "constant_and_random/zeros:0"
     np.testing.assert_array_equal(module.zeros.numpy(), np.zeros([3]))
     np.testing.assert_allclose(out.numpy(), 1 + module.random.numpy())
+
+
+def test_repr_during_construction_does_not_raise():
+    seen = []
+
+    class Early(snt.Module):
+        def __init__(self):
+            seen.append(repr(self))  # Before `super().__init__()`.
+            super().__init__()
+            seen.append(repr(self))  # Before the constructor returns.
+
+    module = Early()
+    assert all(text.startswith("<") and "Early" in text for text in seen)
+    assert repr(module) == "Early()"

@@ -196,6 +196,12 @@ def auto_repr(cls: type, *args: Any, **kwargs: Any) -> str:
     return f"{cls.__name__}(\n" + ",\n".join(lines) + ",\n)"
 
 
+def _auto_repr(self: Any) -> str:
+    """The `repr` stored by the constructor (a default one until it returns)."""
+    text = getattr(self, "_auto_repr", None)
+    return object.__repr__(self) if text is None else text
+
+
 class ModuleMetaclass(abc.ABCMeta):
     """Wraps methods and properties of `snt.Module` classes in the name scope.
 
@@ -220,7 +226,7 @@ class ModuleMetaclass(abc.ABCMeta):
                 value, (types.FunctionType, once_lib._Once)
             ) or tf_compat.is_tf_function(value):
                 methods.append(key)
-        namespace.setdefault("__repr__", lambda self: self._auto_repr)
+        namespace.setdefault("__repr__", _auto_repr)
         cls = super().__new__(mcs, name, bases, namespace, **kw)
         for key in methods:
             value = namespace[key]
