@@ -167,9 +167,13 @@ def tanh_grad(y: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
 # this small on one thread; independent ones run side by side on its inter-op
 # threads, which makes the loop ~1.4x faster on 2 cores. Smaller products are
 # dominated by per-op overhead, larger ones use all threads already; GPUs gain
-# nothing from it. Results agree up to float rounding.
+# nothing from it. Results agree up to float rounding. The bounds were tuned
+# on the project's 2-core CI machine (`bench/lstm_step.py` has the variants);
+# on other CPUs they only move the point where one schedule beats the other.
 _SPLIT_MIN = 2**20
 _SPLIT_MAX = 2**26
+# Whether the process sees only CPUs: asked once, on the first fused unroll
+# (logical devices cannot change after TensorFlow has initialised them).
 _cpu_only: bool | None = None
 
 
