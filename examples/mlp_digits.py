@@ -6,12 +6,15 @@ accuracy on scikit-learn's bundled 8x8 digits:
     python examples/mlp_digits.py                 # full run
     python examples/mlp_digits.py --quick         # a few seconds of training
     python examples/mlp_digits.py --data mnist.npz --steps 3000
+    python examples/mlp_digits.py --precision bf16  # bfloat16 compute
 
 What it shows: `snt.nets.MLP` trained with `snt.optimizers.Adam` inside a
 `tf.function` step, its `snt.summary` table; a training curve (`loss.png`), the
 test loss and accuracy at each evaluation (`evaluation.png`) and test predictions,
 mistakes included (`predictions.png`); a `tf.train.Checkpoint` and a SavedModel
 of the inference function, both reloaded to check they give the same outputs.
+With `--precision bf16` the model computes in bfloat16 (`snt.precision`) while
+its variables, the loss and the optimizer stay float32.
 Everything is written to `--out` (default `examples/out/mlp_digits`), TensorBoard
 logs (scalars, the summary table, a histogram per variable) to `--logdir`.
 """
@@ -28,6 +31,7 @@ import tools
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     tools.add_common_arguments(parser, "mlp_digits")
+    tools.add_precision_argument(parser)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 128])
@@ -62,8 +66,18 @@ def main(args: argparse.Namespace) -> None:
     x_test = data.x_test.reshape(len(data.x_test), -1)
     print(f"{data.name}: {len(x_train)} training and {len(x_test)} test images")
 
+    policy = tools.PRECISION_POLICIES[args.precision]
+
     def make_model() -> snt.nets.MLP:
-        return snt.nets.MLP([*args.hidden, data.num_classes])
+        model = snt.nets.MLP([*args.hidden, data.num_classes])
+        if policy is not None:
+            # bfloat16 matmuls, float32 variables (checkpoints are float32).
+            snt.precision.apply(model, policy)
+        return model
+
+    def logits_of(images: tf.Tensor) -> tf.Tensor:
+        # The softmax and the loss in float32, whatever the model computes in.
+        return tf.cast(model(images), tf.float32)
 
     model = make_model()
     optimizer = snt.optimizers.Adam(args.learning_rate)
@@ -76,7 +90,7 @@ def main(args: argparse.Namespace) -> None:
     @tf.function
     def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
-            logits = model(images)
+            logits = logits_of(images)
             loss = tf.reduce_mean(
                 tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
             )
@@ -87,7 +101,7 @@ def main(args: argparse.Namespace) -> None:
     # The inference function: the one thing the SavedModel exports.
     @tf.function(input_signature=[tf.TensorSpec([None, x_train.shape[1]])])
     def predict(images: tf.Tensor) -> tf.Tensor:
-        return tf.nn.softmax(model(images))
+        return tf.nn.softmax(logits_of(images))
 
     def evaluate(step: int) -> tuple[float, float]:
         """Test loss and accuracy, logged with a histogram per variable."""
@@ -164,7 +178,7 @@ def main(args: argparse.Namespace) -> None:
     status = tf.train.Checkpoint(model=fresh_model, optimizer=fresh_optimizer).read(
         path
     )
-    restored_probs = tf.nn.softmax(fresh_model(x_test)).numpy()
+    restored_probs = tf.nn.softmax(tf.cast(fresh_model(x_test), tf.float32)).numpy()
     # Every variable that exists now was restored; the optimizer's slots would
     # be restored when its first `apply` creates them (not needed here).
     status.assert_existing_objects_matched().expect_partial()

@@ -48,6 +48,21 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
 
 
+# `--precision` choices -> the `snt.precision` policy (None: plain float32).
+PRECISION_POLICIES = {"float32": None, "bf16": "mixed_bfloat16"}
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """`--precision {float32,bf16}`: the dtype the model computes in."""
+    parser.add_argument(
+        "--precision",
+        choices=sorted(PRECISION_POLICIES),
+        default="float32",
+        help="compute dtype: bf16 computes in bfloat16 with float32 variables "
+        "(`snt.precision`; the loss stays float32) (default: %(default)s)",
+    )
+
+
 def finish_arguments(args: argparse.Namespace, steps: int, quick_steps: int) -> None:
     """Fills in the defaults that depend on other arguments."""
     if args.steps is None:

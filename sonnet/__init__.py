@@ -11,6 +11,7 @@ from sonnet import mixed_precision as mixed_precision
 from sonnet import nets as nets
 from sonnet import optimizers as optimizers
 from sonnet import pad as pad
+from sonnet import precision as precision
 from sonnet import regularizers as regularizers
 from sonnet._src.attention import AttentionCache, MultiHeadAttention
 from sonnet._src.axis_norm import InstanceNorm, LayerNorm
@@ -123,6 +124,7 @@ __all__ = [
     "once",
     "optimizers",
     "pad",
+    "precision",
     "regularizers",
     "reshape",
     "restore_checkpoint",

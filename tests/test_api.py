@@ -34,6 +34,9 @@ SUBMODULES = {
     "distribute": "create_variables_eagerly Replicator TpuReplicator "
     "CrossReplicaBatchNorm",
     "mixed_precision": "disable enable modes scope",
+    # Addition of issue 16: float32 variables, bfloat16/float16 compute.
+    "precision": "DynamicLossScale Policy apply cast compute_dtype get_policy "
+    "variable_dtype",
     "pad": "causal create full reverse_causal same valid",
     "functional": "variables transform transform_with_state without_state device_get "
     "device_put grad jit value_and_grad optimizer sgd adam rmsprop momentum",
@@ -53,6 +56,8 @@ ADDITIONS |= {
     "RotaryEmbedding",
     "apply_rotary_embedding",
 }
+# Added by issue 16: the fast mixed-precision path.
+ADDITIONS |= {"precision"}
 
 
 def _get(path: str):

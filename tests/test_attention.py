@@ -665,3 +665,38 @@ def test_bad_initial_cache_arguments_raise():
         mha.initial_cache(-1, 3)
     with pytest.raises(ValueError, match="`dtype` must be a floating point dtype"):
         mha.initial_cache(1, 3, tf.int32)
+
+
+# Traced calls without a cache run batch matmuls instead of the einsums.
+
+
+@pytest.mark.parametrize(
+    "kwargs, call",
+    [
+        (dict(num_heads=2, key_size=4), dict(causal=True)),
+        (dict(num_heads=3, key_size=4, value_size=5, model_size=7), dict()),
+        (dict(num_heads=2, key_size=4, rotary=True), dict(causal=True)),
+        (dict(num_heads=4, key_size=4, num_kv_heads=2), dict(causal=True)),
+    ],
+)
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_traced_calls_match_eager_calls(kwargs, call, cross, jit_compile):
+    mha = snt.MultiHeadAttention(**kwargs)
+    query = tf.constant(_data([2, 5, 6]))
+    key = tf.constant(_data([2, 7, 6], seed=1)) if cross else None
+    mask = tf.constant(
+        np.random.default_rng(2).random([2, 1, 5, 7 if cross else 5]) > 0.3
+    )
+
+    def run(query, key):
+        with tf.GradientTape() as tape:
+            tape.watch(query)
+            y = mha(query, key, mask=mask, **call)
+            loss = tf.reduce_sum(y * tf.sin(y))
+        return [y, *tape.gradient(loss, [query, *mha.trainable_variables])]
+
+    eager = run(query, key)
+    graph = tf.function(run, jit_compile=jit_compile)(query, key)
+    for e, g in zip(eager, graph, strict=True):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)

@@ -331,3 +331,77 @@ def test_bad_axes_and_integer_inputs_are_invalid_argument_errors():
     with pytest.raises(tf.errors.InvalidArgumentError, match="floating point") as info:
         snt.LayerNorm(-1, True, True)(tf.ones([2, 3], tf.int32))
     assert isinstance(info.value, TypeError)
+
+
+# The graph fast path (a hand-written gradient) against eager autodiff.
+
+
+def _value_and_gradients(ln, x, dy, order2=False):
+    """Outputs and gradients (w.r.t. inputs, scale, offset) of `ln(x)`; with
+    `order2` the gradient of `sum(dx ** 2)` instead (second order)."""
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = ln(x)
+            loss = tf.reduce_sum(y * dy)
+        grads = tape.gradient(loss, [x, ln.scale, ln.offset])
+        penalty = tf.reduce_sum(tf.square(grads[0]))
+    if order2:
+        grads = outer.gradient(penalty, [x, ln.scale, ln.offset])
+    return [y, *grads]
+
+
+@pytest.mark.parametrize("shape", [[6, 8], [3, 5, 8], [2, 3, 4, 8]])
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("order2", [False, True])
+def test_graph_fast_path_matches_eager(shape, jit_compile, order2):
+    ln = snt.LayerNorm(-1, create_scale=True, create_offset=True)
+    x = tf.constant(_data(shape))
+    dy = tf.constant(_data(shape, seed=1))
+    ln(x)
+    ln.scale.assign(_data([8], seed=2))
+    ln.offset.assign(_data([8], seed=3))
+    assert ln._fused
+    eager = _value_and_gradients(ln, x, dy, order2)
+    graph = tf.function(
+        lambda x, dy: _value_and_gradients(ln, x, dy, order2),
+        jit_compile=jit_compile,
+    )(x, dy)
+    for e, g in zip(eager, graph, strict=True):
+        assert (e is None) == (g is None)  # d(dx)/d(offset) is None.
+        if e is not None:
+            np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-5, atol=2e-5)
+
+
+def test_graph_fast_path_values_are_those_of_batch_normalization():
+    ln = snt.LayerNorm(-1, create_scale=True, create_offset=True)
+    x = tf.constant(_data([4, 16, 32]))
+    ln(x)
+    ln.scale.assign(_data([32], seed=2))
+    eager = ln(x)
+    np.testing.assert_array_equal(tf.function(ln)(x).numpy(), eager.numpy())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(axis=-1, create_scale=False, create_offset=True),
+        dict(axis=-1, create_scale=True, create_offset=False),
+        dict(axis=(1, 2), create_scale=True, create_offset=True),
+        dict(axis=-1, create_scale=True, create_offset=True, eps=tf.constant(1e-3)),
+        dict(
+            axis=1,
+            create_scale=True,
+            create_offset=True,
+            data_format="channels_first",
+        ),
+    ],
+)
+def test_other_configurations_take_the_plain_path(kwargs):
+    ln = snt.LayerNorm(**kwargs)
+    ln(tf.ones([2, 3, 4]))
+    assert not ln._fused
+    half = snt.LayerNorm(-1, True, True)
+    half(tf.ones([2, 3], tf.bfloat16))
+    assert not half._fused

@@ -23,6 +23,7 @@ FACADES = [
     "distribute",
     "mixed_precision",
     "pad",
+    "precision",
     "functional",
 ]
 

@@ -47,6 +47,7 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "['scale/scale:0', 'linear/b:0', 'linear/w:0']",
         "Linear(output_size=4) does not currently contain any variables",
         "loss after 5 steps",
+        "bfloat16 {'float32'}",
         "[0.0, 0.0005, 0.001, 0.00055, 0.0001]",
         "['module/_layers/0/b/.ATTRIBUTES/VARIABLE_VALUE', "
         "'module/_layers/0/w/.ATTRIBUTES/VARIABLE_VALUE']",

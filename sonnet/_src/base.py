@@ -342,7 +342,13 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
     _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {  # type: ignore[attr-defined]
         "_auto_repr",
         "_snt_once",
+        "_precision",
     }
+
+    # The `snt.precision.Policy` the module computes under, set per instance
+    # by `snt.precision.apply` (outside `tf.Module`'s tracking: not part of
+    # the checkpoint). None: compute in the variables' dtype.
+    _precision: Any = None
 
     def __init__(self, name: str | None = None):
         _check_tf2()

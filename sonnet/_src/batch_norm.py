@@ -6,7 +6,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, metrics, moving_averages, utils
+from sonnet._src import (
+    base,
+    checks,
+    initializers,
+    metrics,
+    moving_averages,
+    precision,
+    utils,
+)
 from sonnet._src.once import once
 
 # Inputs the fused kernel accepts (`FusedBatchNormV3` has T in {half, bfloat16,
@@ -184,8 +192,35 @@ class BaseBatchNorm(base.Module):
           offset: Only if `create_offset=False`: as `scale`, for the offset.
 
         Returns:
-          A tensor of the same shape and dtype as `inputs`.
+          A tensor of the same shape and dtype as `inputs` (under a
+          `snt.precision` policy: its compute or output dtype; the
+          statistics and the normalization are then computed in its
+          variable dtype, float32).
         """
+        policy = self._precision
+        if policy is None:
+            return self._normalize(inputs, is_training, test_local_stats, scale, offset)
+        if not isinstance(inputs, (tf.Tensor, tf.Variable)):
+            inputs = _convert_inputs(inputs)
+        y = self._normalize(
+            precision.cast(inputs, policy.variable_dtype),
+            is_training,
+            test_local_stats,
+            scale,
+            offset,
+        )
+        return precision.cast_outputs(policy, precision.cast(y, policy.compute_dtype))
+
+    @base.no_name_scope
+    def _normalize(
+        self,
+        inputs: tf.Tensor,
+        is_training: bool | tf.Tensor,
+        test_local_stats: bool | tf.Tensor,
+        scale: tf.Tensor | None,
+        offset: tf.Tensor | None,
+    ) -> tf.Tensor:
+        # The call, in the inputs' dtype (under the caller's name scope).
         if scale is not None and self._create_scale:
             raise utils.bad_value(
                 "scale",

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, once, utils
+from sonnet._src import base, checks, initializers, once, precision, utils
 from sonnet._src import linear as linear_lib
 
 _BIAS_ADD = tf.raw_ops.BiasAdd
@@ -168,6 +168,8 @@ class Bias(base.Module):
     @once.once
     def _initialize(self, inputs: Any) -> None:
         shape, dtype, bias_shape = self._plan(inputs)
+        # Under a `snt.precision` policy, float32 variables for bf16 inputs.
+        dtype = precision.variable_dtype(self, dtype)
         dims = shape.as_list()
         axes = [] if self.bias_dims == () else _covered_axes(shape.rank, self.bias_dims)
         self.b = tf.Variable(
@@ -185,13 +187,18 @@ class Bias(base.Module):
         linear_lib.eager_tensor_type()
 
     @base.no_name_scope
-    def _check_multiplier(self, inputs: Any, multiplier: Any) -> tf.Tensor:
-        """`multiplier` as a tensor, checked before anything is built."""
+    def _check_multiplier(
+        self, inputs: Any, multiplier: Any, compute_dtype: tf.DType | None = None
+    ) -> tf.Tensor:
+        """`multiplier` as a tensor, checked before anything is built.
+
+        `compute_dtype`: that of the call's `snt.precision` policy, if any.
+        """
         if self._covered is None:
             shape, dtype, bias_shape = self._plan(inputs)
         else:
-            shape = self._check_inputs(inputs)
-            dtype, bias_shape = self.b.dtype, self.b.shape
+            shape = self._check_inputs(inputs, compute_dtype=compute_dtype)
+            dtype, bias_shape = compute_dtype or self.b.dtype, self.b.shape
         try:
             multiplier = tf.convert_to_tensor(multiplier, dtype=dtype)
         except (TypeError, ValueError) as e:
@@ -232,6 +239,9 @@ class Bias(base.Module):
             along a bias axis, or too low a rank.
           TypeError: if `inputs` has a different dtype than the first input.
         """
+        policy = self._precision
+        if policy is not None:
+            return self._mixed_call(inputs, multiplier, policy)
         if multiplier is not None:
             multiplier = self._check_multiplier(inputs, multiplier)
         if self._covered is None:
@@ -250,8 +260,33 @@ class Bias(base.Module):
                 ) from e
         return self._general_call(inputs, multiplier)
 
-    def _general_call(self, inputs: Any, multiplier: Any) -> tf.Tensor:
-        shape = self._check_inputs(inputs)
+    def _mixed_call(
+        self, inputs: Any, multiplier: Any, policy: precision.Policy
+    ) -> tf.Tensor:
+        """A call under a `snt.precision` policy: inputs and `b` cast once."""
+        dtype = policy.compute_dtype
+        if not isinstance(inputs, (tf.Tensor, tf.Variable)):
+            linear_lib.shape_and_dtype(inputs)  # Our errors for None, strings.
+            inputs = tf.convert_to_tensor(inputs)
+        x = precision.cast(inputs, dtype)
+        if multiplier is not None:
+            multiplier = self._check_multiplier(x, multiplier, dtype)
+        if self._covered is None:
+            self._initialize(x)
+        b = precision.cast(self.b, dtype)
+        y = self._general_call(x, multiplier, b, dtype)
+        return precision.cast_outputs(policy, y)
+
+    def _general_call(
+        self,
+        inputs: Any,
+        multiplier: Any,
+        b: Any = None,
+        compute_dtype: tf.DType | None = None,
+    ) -> tf.Tensor:
+        # `b` and `compute_dtype`: the cast bias and the dtype of a
+        # `snt.precision` policy's call (None: `self.b` in its own dtype).
+        shape = self._check_inputs(inputs, compute_dtype=compute_dtype)
         covered = self._covered or ()
         if shape.rank is not None and any(shape[a] is None for a, _ in covered):
             # Only while tracing: check the bias axes when the graph runs.
@@ -259,7 +294,8 @@ class Bias(base.Module):
             for axis, size in covered:
                 expected[axis] = size
             inputs = tf.ensure_shape(inputs, expected)
-        b = self.b
+        if b is None:
+            b = self.b
         if multiplier is not None:
             b = b * multiplier
         try:
@@ -271,14 +307,29 @@ class Bias(base.Module):
 
     @base.no_name_scope
     def _check_inputs(
-        self, inputs: Any, error: Exception | None = None
+        self,
+        inputs: Any,
+        error: Exception | None = None,
+        compute_dtype: tf.DType | None = None,
     ) -> tf.TensorShape:
-        """Raises our error unless `inputs` fits the bias (chained to `error`)."""
+        """Raises our error unless `inputs` fits the bias (chained to `error`).
+
+        `compute_dtype`: the dtype of the call's `snt.precision` policy (None:
+        the inputs must have the bias' dtype).
+        """
         try:
             shape, dtype = linear_lib.shape_and_dtype(inputs)
         except (TypeError, ValueError) as e:
             raise e from error
-        if dtype != self.b.dtype:
+        if compute_dtype is not None:
+            if dtype != compute_dtype:
+                raise utils.bad_type(
+                    "inputs",
+                    "must have a floating point dtype (the module computes in "
+                    f"{compute_dtype.name} under its `snt.precision` policy)",
+                    inputs,
+                ) from error
+        elif dtype != self.b.dtype:
             raise utils.bad_type(
                 "inputs",
                 f"must have dtype {self.b.dtype.name}, the dtype of the first input",

@@ -238,26 +238,34 @@ class ConvND(conv_base.ConvBase):
         )
 
     @base.no_name_scope
-    def _conv1d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+    def _conv1d(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
         # [N, W, C] -> [N, 1, W, C] (or [N, C, W] -> [N, C, 1, W]).
         axis = layout.expand_axis
         x = tf.raw_ops.ExpandDims(input=x, axis=axis)
-        w = tf.raw_ops.ExpandDims(input=self.w, axis=0)
+        w = tf.raw_ops.ExpandDims(input=w, axis=0)
         y = layout.run(tf.raw_ops.Conv2D, input=x, filter=w)
         return tf.raw_ops.Squeeze(input=y, axis=(axis,))
 
     @base.no_name_scope
-    def _conv2d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
-        return layout.run(tf.raw_ops.Conv2D, input=x, filter=self.w)
+    def _conv2d(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
+        return layout.run(tf.raw_ops.Conv2D, input=x, filter=w)
 
     @base.no_name_scope
-    def _conv3d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
-        return layout.run(tf.raw_ops.Conv3D, input=x, filter=self.w)
+    def _conv3d(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
+        return layout.run(tf.raw_ops.Conv3D, input=x, filter=w)
 
     @base.no_name_scope
-    def _dilated(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+    def _dilated(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
         # Space-to-batch around a plain convolution: works on every device.
-        return layout.run(tf.nn.convolution, input=x, filters=self.w)
+        return layout.run(tf.nn.convolution, input=x, filters=w)
 
 
 class Conv1D(ConvND):

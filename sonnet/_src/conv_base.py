@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, utils
+from sonnet._src import base, checks, initializers, precision, utils
 
 # Channels-last and channels-first layouts for each number of spatial dims.
 FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
@@ -313,7 +313,7 @@ def output_shape(
 
 
 def empty_output(
-    shape: Sequence[int], w: tf.Variable, b: tf.Variable | None, channels_first: bool
+    shape: Sequence[int], w: Any, b: Any, channels_first: bool
 ) -> tf.Tensor:
     """The (empty) output for an empty input, connected to `w` and `b`.
 
@@ -493,7 +493,8 @@ class ConvBase(base.Module):
         A `w_init` of None means `TruncatedNormal` with stddev
         `1 / sqrt(fan_in)`. Returns the weight initializer used.
         """
-        dtype = inputs.dtype
+        # Under a `snt.precision` policy, float32 variables for bf16 inputs.
+        dtype = precision.variable_dtype(self, inputs.dtype)
         if w_init is None:
             check_default_init_dtype(inputs)
             w_init = initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
@@ -504,14 +505,15 @@ class ConvBase(base.Module):
 
     def _bind(
         self,
-        op: Callable[[tf.Tensor, Layout], tf.Tensor],
+        op: Callable[[tf.Tensor, Layout, tf.Tensor], tf.Tensor],
         layouts: Callable[[bool], Layout],
         output_rule: OutputRule | None = None,
     ) -> None:
         """Fixes how calls run, once the variables exist.
 
         Args:
-          op: Runs the convolution (without bias) on an input in a layout.
+          op: Runs the convolution (without bias) on an input in a layout,
+            with a kernel (`w`, or `w` cast to a policy's compute dtype).
           layouts: Gives the portable layout (for False) and the native one
             (for True).
           output_rule: For a forward convolution: how empty outputs are
@@ -543,11 +545,15 @@ class ConvBase(base.Module):
             with a floating point dtype (or the dtype of an integer `w_init`).
 
         Returns:
-          The outputs: same rank, layout and dtype as the inputs, with the
+          The outputs: same rank, layout and dtype as the inputs (under a
+          `snt.precision` policy: its compute or output dtype), with the
           module's number of output channels.
         """
         if not isinstance(inputs, tf.Tensor):
             inputs = to_inputs(inputs)
+        policy = self._precision
+        if policy is not None:
+            inputs = precision.cast(inputs, policy.compute_dtype)
         self._initialize(inputs)
         shape = inputs.shape
         # Checked before running the op: TF's CPU kernels abort the process
@@ -563,7 +569,7 @@ class ConvBase(base.Module):
         if self._output_rule is not None:
             dims = shape.as_list()
             if 0 in dims and None not in dims:
-                return self._empty_output(inputs, dims)
+                return self._empty_output(inputs, dims, policy)
         # A graph may run on another machine (a SavedModel) or device: it
         # gets the portable layout, which Grappler adapts where it runs.
         layout = self._graph_layout
@@ -575,16 +581,22 @@ class ConvBase(base.Module):
                 x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
             if layout.paddings is not None:
                 x = tf.raw_ops.Pad(input=x, paddings=layout.paddings)
-            y = self._op(x, layout)
-            if layout.bias_format is not None:
-                y = tf.raw_ops.BiasAdd(
-                    value=y, bias=self.b, data_format=layout.bias_format
-                )
+            if policy is None:
+                y = self._op(x, layout, self.w)
+                b = self.b if layout.bias_format is not None else None
+            else:
+                # Each variable cast once per call.
+                y = self._op(x, layout, precision.cast(self.w, policy.compute_dtype))
+                b = None
+                if layout.bias_format is not None:
+                    b = precision.cast(self.b, policy.compute_dtype)
+            if b is not None:
+                y = tf.raw_ops.BiasAdd(value=y, bias=b, data_format=layout.bias_format)
             if layout.transpose:
                 y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
         except checks.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
-        return y
+        return y if policy is None else precision.cast_outputs(policy, y)
 
     def _rank_error(self, inputs: tf.Tensor) -> Exception:
         return rank_error(inputs, self._rank)
@@ -637,13 +649,29 @@ class ConvBase(base.Module):
             rank=self._rank,
             channel_index=self._channel_index,
             input_channels=self.input_channels,
-            dtype=self.w.dtype,
+            dtype=self._compute_dtype(),
         )
 
-    def _empty_output(self, inputs: tf.Tensor, dims: list[Any]) -> tf.Tensor:
-        if inputs.dtype != self.w.dtype:
+    def _compute_dtype(self) -> tf.DType:
+        """The dtype calls compute in: the policy's for floating variables."""
+        policy = self._precision
+        dtype = self.w.dtype
+        if policy is None or not dtype.is_floating:
+            return dtype
+        return policy.compute_dtype
+
+    def _empty_output(
+        self, inputs: tf.Tensor, dims: list[Any], policy: precision.Policy | None
+    ) -> tf.Tensor:
+        dtype = self._compute_dtype()
+        if inputs.dtype != dtype:
             raise self._input_error(inputs)
         assert self._output_rule is not None
         shape = output_shape(dims, self._channels_first, self._output_rule)
         b = None if self._graph_layout.bias_format is None else self.b
-        return empty_output(shape, self.w, b, self._channels_first)
+        w = self.w
+        if policy is not None:
+            w = precision.cast(w, dtype)
+            b = None if b is None else precision.cast(b, dtype)
+        y = empty_output(shape, w, b, self._channels_first)
+        return y if policy is None else precision.cast_outputs(policy, y)

@@ -263,9 +263,10 @@ class ConvNDTranspose(conv_base.ConvBase):
         )
 
     @base.no_name_scope
-    def _operands(self, x: tf.Tensor, layout: conv_base.Layout) -> dict[str, Any]:
+    def _operands(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> dict[str, Any]:
         """The op's tensors for its input `x` (for 1-D, already expanded)."""
-        w = self.w
         if self._num_spatial_dims == 1:
             w = tf.raw_ops.ExpandDims(input=w, axis=0)
         if layout.dilate_kernel:
@@ -307,20 +308,30 @@ class ConvNDTranspose(conv_base.ConvBase):
         return tf.stack(sizes) if dynamic else sizes
 
     @base.no_name_scope
-    def _conv1d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+    def _conv1d(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
         # A 2-D transposed convolution over a unit-height image.
         axis = layout.expand_axis
         x = tf.raw_ops.ExpandDims(input=x, axis=axis)
-        y = layout.run(tf.raw_ops.Conv2DBackpropInput, **self._operands(x, layout))
+        y = layout.run(tf.raw_ops.Conv2DBackpropInput, **self._operands(x, layout, w))
         return tf.raw_ops.Squeeze(input=y, axis=(axis,))
 
     @base.no_name_scope
-    def _conv2d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
-        return layout.run(tf.raw_ops.Conv2DBackpropInput, **self._operands(x, layout))
+    def _conv2d(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
+        return layout.run(
+            tf.raw_ops.Conv2DBackpropInput, **self._operands(x, layout, w)
+        )
 
     @base.no_name_scope
-    def _conv3d(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
-        return layout.run(tf.raw_ops.Conv3DBackpropInputV2, **self._operands(x, layout))
+    def _conv3d(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
+        return layout.run(
+            tf.raw_ops.Conv3DBackpropInputV2, **self._operands(x, layout, w)
+        )
 
 
 class Conv1DTranspose(ConvNDTranspose):

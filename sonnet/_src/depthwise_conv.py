@@ -153,19 +153,25 @@ class DepthwiseConv2D(conv_base.ConvBase):
         return checks.InvalidArgumentError(None, None, message)
 
     @base.no_name_scope
-    def _depthwise(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
-        return layout.run(tf.raw_ops.DepthwiseConv2dNative, input=x, filter=self.w)
+    def _depthwise(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
+        return layout.run(tf.raw_ops.DepthwiseConv2dNative, input=x, filter=w)
 
     @base.no_name_scope
-    def _dilated(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+    def _dilated(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
         # Space-to-batch around a plain depthwise convolution (at stride 1:
         # dilation excludes a stride): works on every device.
         return tf.nn.depthwise_conv2d(
-            x, self.w, (1, 1, 1, 1), layout.padding, layout.data_format, self.rate
+            x, w, (1, 1, 1, 1), layout.padding, layout.data_format, self.rate
         )
 
     @base.no_name_scope
-    def _subsampled(self, x: tf.Tensor, layout: conv_base.Layout) -> tf.Tensor:
+    def _subsampled(
+        self, x: tf.Tensor, layout: conv_base.Layout, w: tf.Tensor
+    ) -> tf.Tensor:
         """The strided convolution as a stride-1 one followed by subsampling."""
         if layout.padding == "SAME":
             static = x.shape.as_list()
@@ -184,7 +190,7 @@ class DepthwiseConv2D(conv_base.ConvBase):
             x = tf.pad(x, paddings)
         y = tf.raw_ops.DepthwiseConv2dNative(
             input=x,
-            filter=self.w,
+            filter=w,
             strides=(1, 1, 1, 1),
             padding="VALID",
             data_format=layout.data_format,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, utils
+from sonnet._src import base, checks, initializers, precision, utils
 from sonnet._src import linear as linear_lib
 
 
@@ -145,7 +145,9 @@ class Embed(base.Module):
             `[0, vocab_size)`.
 
         Returns:
-          A tensor of shape `inputs.shape + [embed_dim]`.
+          A tensor of shape `inputs.shape + [embed_dim]`, in the dtype of
+          `embeddings` (under a `snt.precision` policy: its compute or
+          output dtype).
 
         Raises:
           TypeError: if `inputs` is not an integer tensor.
@@ -157,9 +159,16 @@ class Embed(base.Module):
         if self.densify_gradients:
             table = _dense_gradients(tf.convert_to_tensor(table))
         try:
-            return tf.nn.embedding_lookup(table, inputs)
+            outputs = tf.nn.embedding_lookup(table, inputs)
         except checks.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
+        policy = self._precision
+        if policy is None:
+            return outputs
+        # The looked-up rows are cast, not the table: the same numbers for
+        # a fraction of the work (and the gradient stays sparse).
+        outputs = precision.cast(outputs, policy.compute_dtype)
+        return precision.cast_outputs(policy, outputs)
 
     @base.no_name_scope
     def _input_error(self, inputs: Any, error: Exception) -> Exception:

@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, utils
+from sonnet._src import base, checks, initializers, precision, utils
 from sonnet._src.axis_norm import (
     AxisLike,
     NormParams,
@@ -134,10 +134,16 @@ class GroupNorm(NormParams, base.Module):
           offset: Only if `create_offset=False`: as `scale`, for the offset.
 
         Returns:
-          A tensor of the same shape and dtype as `inputs`.
+          A tensor of the same shape and dtype as `inputs` (under a
+          `snt.precision` policy: its compute or output dtype; the
+          statistics and the normalization are then computed in its
+          variable dtype, float32).
         """
         self.check_params(scale, offset)
         inputs = as_inputs(inputs)
+        policy = self._precision
+        if policy is not None:
+            inputs = precision.cast(inputs, policy.variable_dtype)
         self._initialize(inputs)
         self.check_inputs(inputs)
         if scale is None:
@@ -159,4 +165,7 @@ class GroupNorm(NormParams, base.Module):
             outputs *= scale
         if offset is not None:
             outputs += offset
+        if policy is not None:
+            outputs = precision.cast(outputs, policy.compute_dtype)
+            return precision.cast_outputs(policy, outputs)
         return outputs

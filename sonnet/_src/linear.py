@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, once, utils
+from sonnet._src import base, checks, initializers, once, precision, utils
 
 # An initializer: any callable `(shape, dtype) -> tensor`.
 Initializer = Callable[[Any, Any], Any]
@@ -120,7 +120,9 @@ class Linear(base.Module):
 
     Shapes:
       inputs `[..., input_size]` (rank >= 2) -> outputs `[..., output_size]`,
-      with the dtype of the inputs.
+      with the dtype of the inputs. Under a `snt.precision` policy the
+      weights are created in its variable dtype (float32) and cast to its
+      compute dtype once per call, as are floating inputs.
 
     Attributes:
       input_size: Size of the last input dimension (after the first call).
@@ -184,6 +186,8 @@ class Linear(base.Module):
             raise utils.bad_type(
                 "inputs", "must have a floating point or int32/int64 dtype", inputs
             )
+        # Under a `snt.precision` policy, float32 variables for bf16 inputs.
+        dtype = precision.variable_dtype(self, dtype)
         w_init = self.w_init
         if w_init is None:
             if not dtype.is_floating:
@@ -229,6 +233,9 @@ class Linear(base.Module):
           TypeError: if `inputs` has a different dtype than the first input
             (also a `tf.errors.InvalidArgumentError`).
         """
+        policy = self._precision
+        if policy is not None:
+            return self._mixed_call(inputs, policy)
         if self._matrix_inputs is None:  # Cheaper than the `@once` guard itself.
             self._initialize(inputs)
         # Hot path: eager rank-2 inputs go straight to the kernels (no name
@@ -261,15 +268,69 @@ class Linear(base.Module):
         return outputs
 
     @base.no_name_scope
-    def _check_inputs(self, inputs: Any, error: Exception) -> None:
-        """Raises our error for bad `inputs` (chained to TF's `error`)."""
+    def _mixed_call(self, inputs: Any, policy: precision.Policy) -> tf.Tensor:
+        """A call under a `snt.precision` policy: inputs, `w` and `b` cast once."""
+        if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
+            dtype = policy.compute_dtype
+            x = precision.cast(inputs, dtype)
+            try:
+                outputs = _MAT_MUL(a=x, b=precision.cast(self.w, dtype))
+                if self.with_bias:
+                    b = precision.cast(self.b, dtype)
+                    outputs = _BIAS_ADD(value=outputs, bias=b)
+            except checks.OP_ERRORS as e:
+                return self._mixed_general_call(inputs, policy, e)
+            return precision.cast_outputs(policy, outputs)
+        return self._mixed_general_call(inputs, policy)
+
+    def _mixed_general_call(
+        self, inputs: Any, policy: precision.Policy, error: Exception | None = None
+    ) -> tf.Tensor:
+        # As `_general_call`, in the policy's compute dtype.
+        dtype = policy.compute_dtype
+        if not isinstance(inputs, (tf.Tensor, tf.Variable)):
+            shape_and_dtype(inputs)  # Our errors for None, strings, ragged lists.
+            inputs = tf.convert_to_tensor(inputs)
+        x = precision.cast(inputs, dtype)
+        if self._matrix_inputs is None:
+            self._initialize(x)
+        if error is not None:
+            self._check_inputs(x, error, dtype)
+        try:
+            outputs = tf.matmul(x, precision.cast(self.w, dtype))
+            if self.with_bias:
+                outputs = tf.nn.bias_add(outputs, precision.cast(self.b, dtype))
+        except checks.OP_ERRORS as e:
+            self._check_inputs(x, e, dtype)
+            raise utils.bad_value(
+                "inputs", f"could not be multiplied by `w` ({e})", inputs
+            ) from e
+        return precision.cast_outputs(policy, outputs)
+
+    @base.no_name_scope
+    def _check_inputs(
+        self, inputs: Any, error: Exception, compute_dtype: tf.DType | None = None
+    ) -> None:
+        """Raises our error for bad `inputs` (chained to TF's `error`).
+
+        `compute_dtype`: the dtype of a policy the call runs under (None: the
+        inputs must have the variables' dtype).
+        """
         try:
             shape, dtype = shape_and_dtype(inputs)
         except (TypeError, ValueError) as e:
             raise e from error
         if shape.rank is not None and shape.rank < 2:
             raise utils.bad_value("inputs", "must have rank >= 2", shape) from error
-        if dtype != self.w.dtype and not isinstance(inputs, (list, tuple)):
+        if compute_dtype is not None:
+            if dtype != compute_dtype:
+                raise checks.invalid_argument_type(
+                    "inputs",
+                    "must have a floating point dtype (the module computes in "
+                    f"{compute_dtype.name} under its `snt.precision` policy)",
+                    inputs,
+                ) from error
+        elif dtype != self.w.dtype and not isinstance(inputs, (list, tuple)):
             raise checks.invalid_argument_type(
                 "inputs",
                 f"must have dtype {self.w.dtype.name}, the dtype of the first input",

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import tensorflow as tf
 
-from sonnet._src import axis_norm, base, initializers, utils
+from sonnet._src import axis_norm, base, initializers, precision, utils
 from sonnet._src.once import once
 
 # Dtypes whose statistics are computed in float32: squaring and averaging in
@@ -85,8 +85,19 @@ class RMSNorm(axis_norm.NormParams, base.Module):
           inputs: A float tensor of rank >= 2, `[..., C]`.
 
         Returns:
-          A tensor of the same shape and dtype as `inputs`.
+          A tensor of the same shape and dtype as `inputs` (under a
+          `snt.precision` policy: its compute or output dtype; the statistics
+          and the scaling are then computed in its variable dtype, float32).
         """
+        policy = self._precision
+        if policy is None:
+            return self._normalize(inputs)
+        inputs = precision.cast(axis_norm.as_inputs(inputs), policy.variable_dtype)
+        y = precision.cast(self._normalize(inputs), policy.compute_dtype)
+        return precision.cast_outputs(policy, y)
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _normalize(self, inputs: Any) -> tf.Tensor:
         inputs = axis_norm.as_inputs(inputs)
         self._initialize(inputs)
         self.check_inputs(inputs)

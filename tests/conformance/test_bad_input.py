@@ -77,8 +77,9 @@ def _settings(examples: int) -> Any:
 def _argument_names(module_or_cls: Any) -> list[str]:
     cls = module_or_cls if inspect.isclass(module_or_cls) else type(module_or_cls)
     names = set(bad_input.parameter_names(cls))
-    # The entry points: calls, and `apply` for optimizers.
-    for method in ("__call__", "apply"):
+    # The entry points: calls, `apply` for optimizers, `scale` for
+    # `snt.precision.DynamicLossScale`.
+    for method in ("__call__", "apply", "scale"):
         fn = getattr(cls, method, None)
         if fn is not None:
             try:

@@ -13,6 +13,7 @@ VARIABLE_COUNTS: dict[str, int] = {
     "MultiHeadAttention-MQA-rotary-causal": 8,
     "MultiHeadAttention-GQA-rotary-cache": 8,
     "Linear": 2,
+    "DynamicLossScale": 2,
     "Linear-nobias-rank3": 1,
     "Linear-float64": 2,
     "Bias": 1,

@@ -10,6 +10,7 @@ the output head are left to the user (`snt.Embed`, `snt.Linear`): see the
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -17,13 +18,44 @@ from typing import Any
 import tensorflow as tf
 
 from sonnet._src import attention as attention_lib
-from sonnet._src import axis_norm, base, checks, initializers, utils
+from sonnet._src import axis_norm, base, checks, initializers, precision, utils
 from sonnet._src import dropout as dropout_lib
 from sonnet._src import linear as linear_lib
 from sonnet._src import rms_norm as rms_norm_lib
 
 _ACTIVATIONS = ("gelu", "relu", "swiglu")
 _NORMS = ("layer", "rms")
+
+_SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+
+@tf.custom_gradient
+def _gelu_with_gradient(x: tf.Tensor) -> Any:
+    """`tf.nn.gelu(x)` (exact) with a hand-written gradient.
+
+    The same value, bit for bit (`x * (erfc(-x / sqrt(2)) / 2)`; halving is
+    exact), and the gradient `cdf(x) + x * pdf(x)` reuses the forward's
+    `cdf`: 7 elementwise ops instead of the 11 (and an `AddN`) of
+    TensorFlow's gradient of the composite, about 1.5 x faster for the
+    `[B * T, 4 * D]` activations of a training step. The gradient is built
+    from ops of `x`, so it is differentiable again.
+    """
+    cdf = tf.math.erfc(x * -_SQRT_HALF) * 0.5
+
+    def grad(dy: tf.Tensor) -> tf.Tensor:
+        pdf = tf.exp(tf.square(x) * -0.5) * _INV_SQRT_2PI
+        return dy * (cdf + x * pdf)
+
+    return x * cdf, grad
+
+
+def _gelu(x: tf.Tensor) -> tf.Tensor:
+    """The exact GELU; in graphs with the cheaper gradient (eager calls keep
+    `tf.nn.gelu`, whose fewer Python-level ops cost less there)."""
+    if tf.executing_eagerly():
+        return tf.nn.gelu(x)
+    return _gelu_with_gradient(x)
 
 
 def _choice(argument: str, value: Any, options: tuple[str, ...]) -> str:
@@ -222,7 +254,19 @@ class TransformerBlock(base.Module):
         training = _training(is_training)
         inputs = _check_inputs(inputs, self.model_size)
         _check_causal(self.causal, cache)
-        return self._forward(inputs, training, mask, cache)
+        policy = self._precision
+        if policy is None:
+            return self._forward(inputs, training, mask, cache, None)
+        # Under a `snt.precision` policy the residual stream is in its compute
+        # dtype (the submodules, which have the policy too, keep their
+        # sensitive parts in float32), and the outputs in its output dtype.
+        compute = policy.compute_dtype
+        outputs = self._forward(
+            precision.cast(inputs, compute), training, mask, cache, compute
+        )
+        if cache is None:
+            return precision.cast_outputs(policy, outputs)
+        return precision.cast_outputs(policy, outputs[0]), outputs[1]
 
     def _forward(
         self,
@@ -230,6 +274,7 @@ class TransformerBlock(base.Module):
         training: bool | tf.Tensor,
         mask: tf.Tensor | None,
         cache: attention_lib.AttentionCache | None,
+        compute: tf.DType | None,
     ) -> Any:
         h = self.attention_norm(x)
         if cache is None:
@@ -237,6 +282,8 @@ class TransformerBlock(base.Module):
             new_cache = None
         else:
             h, new_cache = self.attention(h, mask=mask, causal=self.causal, cache=cache)
+        if compute is not None:  # A policy's output dtype back to its compute one.
+            h = precision.cast(h, compute)
         x = x + self._dropout(h, training)
         # The MLP sees every position as one row of a matrix: TensorFlow's
         # gradient of a `[B, T, D] x [D, E]` batch matmul with respect to the
@@ -247,10 +294,12 @@ class TransformerBlock(base.Module):
         if self.activation == "swiglu":
             h = tf.nn.silu(self.mlp_gate(h)) * self.mlp_in(h)
         elif self.activation == "gelu":
-            h = tf.nn.gelu(self.mlp_in(h))
+            h = _gelu(self.mlp_in(h))
         else:
             h = tf.nn.relu(self.mlp_in(h))
         h = tf.reshape(self.mlp_out(h), shape)
+        if compute is not None:
+            h = precision.cast(h, compute)
         x = x + self._dropout(h, training)
         return x if cache is None else (x, new_cache)
 
@@ -266,7 +315,7 @@ class TransformerBlock(base.Module):
         )
 
     def initial_cache(
-        self, batch_size: Any, max_length: Any, dtype: Any = tf.float32
+        self, batch_size: Any, max_length: Any, dtype: Any = None
     ) -> attention_lib.AttentionCache:
         """An empty decoding cache for this block's attention.
 
@@ -274,7 +323,8 @@ class TransformerBlock(base.Module):
           batch_size: Number of sequences decoded together.
           max_length: Most positions the cache holds.
           dtype: Dtype of the cached keys and values (that of the inputs);
-            default float32.
+            default None means float32, or under a `snt.precision` policy its
+            compute dtype.
 
         Returns:
           An `snt.AttentionCache` with nothing filled in yet.
@@ -495,7 +545,7 @@ class Transformer(base.Module):
         return self.final_norm(x), tuple(new_cache)
 
     def initial_cache(
-        self, batch_size: Any, max_length: Any, dtype: Any = tf.float32
+        self, batch_size: Any, max_length: Any, dtype: Any = None
     ) -> tuple[attention_lib.AttentionCache, ...]:
         """An empty decoding cache: one `snt.AttentionCache` per block.
 
@@ -505,7 +555,8 @@ class Transformer(base.Module):
           max_length: Most positions the cache holds: prompt plus generated
             positions.
           dtype: Dtype of the cached keys and values, that of the inputs;
-            default float32.
+            default None means float32, or under a `snt.precision` policy its
+            compute dtype.
 
         Returns:
           A tuple of `num_layers` empty `snt.AttentionCache`s, for `cache=`.
