@@ -122,9 +122,10 @@ def apply(module: base.Module, policy: str | Policy | None) -> base.Module:
     variables in its variable dtype. Recurrent cores do not read policies
     yet: they compute in their own dtype (feed them inputs of that dtype).
     The policy is not part of the module's state: `variables` and
-    checkpoints are the same with and without one. Apply it after constructing the module (a
-    submodule created later, on the first call, does not get it), before or
-    after the first call: variables created before keep their dtype.
+    checkpoints are the same with and without one. Apply it after
+    constructing the module (a submodule created later, on the first call,
+    does not get it), before or after the first call: variables created
+    before keep their dtype.
 
     Args:
       module: An `snt.Module`.
