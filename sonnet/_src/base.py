@@ -228,6 +228,9 @@ class ModuleMetaclass(abc.ABCMeta):
                 methods.append(key)
         namespace.setdefault("__repr__", _auto_repr)
         cls = super().__new__(mcs, name, bases, namespace, **kw)
+        if "__call__" in namespace:
+            # A `utils.no_autograph` `__call__` must mark the instances too.
+            tf_compat.mark_instances_do_not_convert(cls, namespace["__call__"])
         for key in methods:
             value = namespace[key]
             if tf_compat.is_tf_function(value):

@@ -216,6 +216,7 @@ class Linear(base.Module):
         self._matrix_inputs = shape.rank == 2
         eager_tensor_type()
 
+    @utils.no_autograph  # Python control flow only: traced as is.
     @base.no_name_scope
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """Applies the layer.

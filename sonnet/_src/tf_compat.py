@@ -88,6 +88,27 @@ def mark_do_not_convert(f: Any) -> Any:
     return f
 
 
+def _converted_again(self: Any) -> None:
+    raise AttributeError("autograph_info__")
+
+
+def mark_instances_do_not_convert(cls: type, call: Any) -> None:
+    """Makes AutoGraph call instances of `cls` as is if its `call` is marked.
+
+    AutoGraph looks for the marker of `mark_do_not_convert` on the object it
+    calls (a module instance), not on its class's `__call__`, so a marked
+    `__call__` alone was still converted, with every method it calls, when
+    the module was called from converted code. The marker is therefore set
+    on the class; a subclass defining an unmarked `__call__` hides it again
+    (a property that raises `AttributeError` reads as missing to `hasattr`),
+    so that its own `__call__` is converted.
+    """
+    if hasattr(call, "autograph_info__"):
+        cls.autograph_info__ = None  # type: ignore[attr-defined]
+    elif hasattr(cls, "autograph_info__"):
+        cls.autograph_info__ = property(_converted_again)  # type: ignore[attr-defined]
+
+
 # Ops that call functions of the graph's library (`tf.function` calls,
 # `tf.cond`/`tf.case` branches, `tf.while_loop` conditions and bodies).
 _CALLING_OPS = frozenset(
