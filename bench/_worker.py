@@ -86,6 +86,7 @@ def measure_memory(workload: str, row: str, impl: str, steps: int, quick: bool) 
 
     import sonnet  # noqa: F401
     from bench import workloads
+    from bench.harness import Skip
 
     build = workloads.get(workload).build
     assert build is not None
@@ -95,6 +96,8 @@ def measure_memory(workload: str, row: str, impl: str, steps: int, quick: bool) 
     reset = _reset_peak_rss()
     baseline = _status_kib("VmRSS")
     sampler = build(impl, quick)[row]
+    if isinstance(sampler, Skip):
+        raise RuntimeError(f"{workload} {row} ({impl}) skipped: {sampler.reason}")
     sampler(steps)
     peak = _status_kib("VmHWM")
     result: dict[str, Any] = {
@@ -111,6 +114,7 @@ def measure_memory(workload: str, row: str, impl: str, steps: int, quick: bool) 
 
 def serve(channel: TextIO) -> None:
     from bench import workloads
+    from bench.harness import Skip
 
     def send(message: dict[str, Any]) -> None:
         channel.write(json.dumps(message) + "\n")
@@ -128,8 +132,10 @@ def serve(channel: TextIO) -> None:
                 assert build is not None
                 samplers = {}
                 gc.collect()  # Free the previous workload's models first.
-                samplers = build("sonnet", message["quick"])
-                send({"rows": list(samplers)})
+                built = build("sonnet", message["quick"])
+                skipped = {r: s.reason for r, s in built.items() if isinstance(s, Skip)}
+                samplers = {r: s for r, s in built.items() if r not in skipped}
+                send({"rows": list(samplers), "skipped": skipped})
             elif message["cmd"] == "sample":
                 wall, cpu = samplers[message["row"]](message["number"])
                 send({"wall": wall, "cpu": cpu})

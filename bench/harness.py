@@ -19,7 +19,8 @@ speaks JSON lines over the worker's stdin/stdout:
 
   worker -> {"hello": {...versions...}}
   parent -> {"cmd": "setup", "workload": NAME, "quick": bool}
-  worker -> {"rows": [ROW, ...]}          (or {"error": "..."})
+  worker -> {"rows": [ROW, ...], "skipped": {ROW: REASON, ...}}
+                                          (or {"error": "..."})
   parent -> {"cmd": "sample", "row": ROW, "number": N}
   worker -> {"wall": s, "cpu": s}
   parent -> {"cmd": "quit"}
@@ -32,21 +33,33 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 Sampler = Callable[[int], tuple[float, float]]
-# Builds the samplers (row name -> sampler) of one implementation of a
-# workload: `build(impl, quick)` with impl in {"sonnet", "raw", "keras"}.
-Builder = Callable[[str, bool], dict[str, Sampler]]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Stands for a sampler a build cannot make: the row is reported skipped."""
+
+    reason: str
+
+
+# Builds the samplers (row name -> sampler, or `Skip`) of one implementation
+# of a workload: `build(impl, quick)` with impl in {"sonnet", "raw", "keras"}.
+Builder = Callable[[str, bool], Mapping[str, "Sampler | Skip"]]
 
 BENCH_DIR = Path(__file__).resolve().parent
 WORKER = BENCH_DIR / "_worker.py"
 
 # Display scale of each unit.
-UNITS = {"us": 1e6, "ms": 1e3, "s": 1.0, "MiB": 1.0}
+UNITS = {"us": 1e6, "ms": 1e3, "s": 1.0, "MiB": 1.0, "GFLOP/s": 1.0, "fraction": 1.0}
+# Units of values (rates, fractions) rather than costs: larger is better, and
+# the table shows no ours/other ratios for them.
+VALUE_UNITS = frozenset(["GFLOP/s", "fraction"])
 
 
 def timed(fn: Callable[[], Any]) -> Sampler:
@@ -106,11 +119,16 @@ def fetch(result: Any) -> None:
 
 @dataclass
 class Samples:
-    """Per-repetition seconds (per run) of one row of one implementation."""
+    """Per-repetition seconds (per run) of one row of one implementation.
+
+    Rows in a value unit (`VALUE_UNITS`) hold their values instead (e.g.
+    GFLOP/s per wall-clock second in `wall`, per CPU second in `cpu`).
+    """
 
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     error: str | None = None
+    skipped: str | None = None  # Why the row was not measured.
 
 
 def median(values: Sequence[float]) -> float:
@@ -184,6 +202,7 @@ class RemoteWorker:
             text=True,
         )
         self.info: dict[str, Any] = self._receive()["hello"]
+        self.skipped: dict[str, str] = {}
 
     def _receive(self) -> dict[str, Any]:
         assert self._process.stdout is not None
@@ -203,8 +222,13 @@ class RemoteWorker:
         return self._receive()
 
     def setup(self, workload: str, quick: bool) -> list[str]:
-        """Builds the sonnet implementation of `workload`; returns its rows."""
-        return self._ask(cmd="setup", workload=workload, quick=quick)["rows"]
+        """Builds the sonnet implementation of `workload`; returns its rows.
+
+        Rows the worker's build skipped are in `self.skipped` (row -> reason).
+        """
+        answer = self._ask(cmd="setup", workload=workload, quick=quick)
+        self.skipped = answer.get("skipped", {})
+        return answer["rows"]
 
     def sampler(self, row: str) -> Sampler:
         def sample(number: int) -> tuple[float, float]:

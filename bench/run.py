@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `bench` importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
-from bench.harness import RemoteWorker, Samples, median
+from bench.harness import VALUE_UNITS, RemoteWorker, Samples, Skip, median
 
 DEFAULT_JSON = Path(__file__).resolve().parent / "results.json"
 IMPL_ORDER = ("ours", "raw", "keras", "original")
@@ -90,21 +90,39 @@ def _select(only: str | None) -> list[str]:
     from bench import workloads
 
     if not only:
-        return [n for n in workloads.NAMES if workloads.get(n).default]
-    names = [n.strip() for n in only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in workloads.NAMES]
-    if unknown:
-        raise SystemExit(
-            f"--only: unknown workload(s) {', '.join(unknown)}; "
-            f"known: {', '.join(workloads.NAMES)}"
-        )
-    return names
+        names = [n for n in workloads.NAMES if workloads.get(n).default]
+    else:
+        names = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in workloads.NAMES]
+        if unknown:
+            raise SystemExit(
+                f"--only: unknown workload(s) {', '.join(unknown)}; "
+                f"known: {', '.join(workloads.NAMES)}"
+            )
+    # Derived workloads run after the workloads they read.
+    selected: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in selected:
+            for required in workloads.get(name).requires:
+                add(required)
+            selected.append(name)
+
+    for name in names:
+        add(name)
+    return selected
 
 
 def run_workload(
-    name: str, args: argparse.Namespace, remote: RemoteWorker | None
+    name: str,
+    args: argparse.Namespace,
+    remote: RemoteWorker | None,
+    results: dict[tuple[str, str], Samples] | None = None,
 ) -> dict[tuple[str, str], Samples]:
-    """Measures one workload for every implementation; `(row, impl) -> Samples`."""
+    """Measures one workload for every implementation; `(row, impl) -> Samples`.
+
+    `results` (of the workloads run before) feeds derived workloads.
+    """
     from bench import workloads
     from bench.workloads import ORIGINAL, OURS
 
@@ -114,26 +132,35 @@ def run_workload(
     )
     number = workload.quick_number if args.quick else workload.number
     with_original = remote is not None and workload.original
+    if workload.derive is not None:
+        return workload.derive(results or {}, args.quick)
     if workload.run is not None:
         impls = workload.impls + ((ORIGINAL,) if with_original else ())
         return workload.run(impls, args.vs, args.quick, args.device, repeats)
 
     assert workload.build is not None
     samplers: dict[tuple[str, str], harness.Sampler] = {}
+    skipped: dict[tuple[str, str], Samples] = {}
     for impl in workload.impls:
         code_path = "sonnet" if impl == OURS else impl
         for row, sampler in workload.build(code_path, args.quick).items():
-            samplers[row, impl] = sampler
+            if isinstance(sampler, Skip):
+                skipped[row, impl] = Samples(skipped=sampler.reason)
+            else:
+                samplers[row, impl] = sampler
     if with_original:
         assert remote is not None
         for row in remote.setup(name, args.quick):
             samplers[row, ORIGINAL] = remote.sampler(row)
+        for row, reason in remote.skipped.items():
+            skipped[row, ORIGINAL] = Samples(skipped=reason)
     # Round-robin over rows first, then implementations.
     rows = [row.name for row in workload.rows]
     order = sorted(samplers, key=lambda k: (rows.index(k[0]), IMPL_ORDER.index(k[1])))
     samplers = {key: samplers[key] for key in order}
     warmup = 0 if args.quick else workload.warmup
-    return harness.interleave(samplers, repeats, number, warmup=warmup)
+    measured = harness.interleave(samplers, repeats, number, warmup=warmup)
+    return {**measured, **skipped}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -167,12 +194,15 @@ def summarise(
                 }
                 if samples.error:
                     record["error"] = samples.error
+                if samples.skipped:
+                    record["skipped"] = samples.skipped
                 impls[impl] = record
                 if record["median"] is not None:
                     medians[row.name, impl] = (record["median"], record["cpu_median"])
             ratios = {}
             ours = medians.get((row.name, "ours"))
-            for other in IMPL_ORDER[1:]:
+            # Values (rates, fractions) are reported as they are.
+            for other in IMPL_ORDER[1:] if row.unit not in VALUE_UNITS else ():
                 theirs = medians.get((row.name, other))
                 if ours and theirs:
                     ratios[other] = {
@@ -191,9 +221,16 @@ def summarise(
             )
         for target in workload.targets:
             ours = medians.get((target.row, "ours"))
-            theirs = medians.get((target.other_row or target.row, target.other))
-            wall = _ratio(ours[0], theirs[0]) if ours and theirs else None
-            cpu = _ratio(ours[1], theirs[1]) if ours and theirs else None
+            if target.other is None:  # Our value itself.
+                wall, cpu = ours if ours else (None, None)
+            else:
+                theirs = medians.get((target.other_row or target.row, target.other))
+                wall = _ratio(ours[0], theirs[0]) if ours and theirs else None
+                cpu = _ratio(ours[1], theirs[1]) if ours and theirs else None
+            if wall is None:
+                met = None
+            else:
+                met = wall >= target.limit if target.at_least else wall <= target.limit
             targets.append(
                 {
                     "label": f"{target.row}: {target.label}",
@@ -201,9 +238,10 @@ def summarise(
                     "other": target.other,
                     "other_row": target.other_row or target.row,
                     "limit": target.limit,
+                    "at_least": target.at_least,
                     "ratio": wall,
                     "cpu_ratio": cpu,
-                    "met": None if wall is None else wall <= target.limit,
+                    "met": met,
                 }
             )
     return rows, targets
@@ -235,6 +273,8 @@ def format_tables(rows: list[dict[str, Any]], targets: list[dict[str, Any]]) -> 
                 cells.append("")
             elif record.get("error"):
                 cells.append("error")
+            elif record.get("skipped"):
+                cells.append("skipped")
             else:
                 cells.append(_number(record["median"], scale))
         for other in others:
@@ -297,6 +337,14 @@ def format_report(report: dict[str, Any]) -> str:
             f"original: sonnet {other['sonnet_version']} ({other['executable']})"
         )
     lines += ["", format_tables(report["rows"], report["targets"])]
+    skips = [
+        f"- {row['row']} ({impl}): {record['skipped']}"
+        for row in report["rows"]
+        for impl, record in row["impls"].items()
+        if record.get("skipped")
+    ]
+    if skips:
+        lines += ["", "skipped:", *skips]
     for name, error in report["errors"].items():
         lines.append(f"\nworkload {name} failed: {error}")
     return "\n".join(lines)
@@ -339,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"[{i}/{len(names)}] {name} ...")
             start = time.perf_counter()
             try:
-                results.update(run_workload(name, args, remote))
+                results.update(run_workload(name, args, remote, results))
             except Exception as e:
                 errors[name] = f"{type(e).__name__}: {e}"
                 _log(traceback.format_exc())

@@ -6,7 +6,9 @@ A workload module defines `WORKLOADS`, name -> `Workload`. Timing workloads have
 whatever `import sonnet` gives, so the same code measures our library in
 this process and the original in a worker process started with `--vs`.
 Process workloads (import time, memory) have a `run(...)` that starts
-subprocesses itself.
+subprocesses itself. Derived workloads (utilisation) have a
+`derive(results, quick)` that computes their rows from the results of the
+workloads they `require`, measured earlier in the same run.
 
 Modules are imported lazily (`get`): a worker only imports what it runs.
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.harness import Builder, Samples
+from bench.harness import Builder, Samples, Skip
 
 # Implementation labels in results. "ours" and "original" both run the
 # "sonnet" code path (in this process / in the `--vs` interpreter).
@@ -31,29 +33,42 @@ class Row:
     """One measured quantity (a line of the results table)."""
 
     name: str
-    unit: str  # "us", "ms" or "s" per run, or "MiB".
+    # "us", "ms" or "s" per run, or "MiB"; or a value unit ("GFLOP/s",
+    # "fraction", see `harness.VALUE_UNITS`), larger is better.
+    unit: str
     description: str
 
 
 @dataclass(frozen=True)
 class Target:
-    """`ours[row] / other[other_row or row] <= limit`."""
+    """`ours[row] / other[other_row or row] <= limit`.
+
+    With `other=None`, our value itself: `ours[row] <= limit`, or
+    `ours[row] >= limit` with `at_least=True`.
+    """
 
     row: str
-    other: str
+    other: str | None
     limit: float
     other_row: str | None = None
+    at_least: bool = False
 
     @property
     def label(self) -> str:
+        sign = ">=" if self.at_least else "<="
+        if self.other is None:
+            return f"ours {sign} {self.limit:g}"
         other = self.other
         if self.other_row is not None:
             other = f"{other} {self.other_row}"
-        return f"ours/{other} <= {self.limit:g}"
+        return f"ours/{other} {sign} {self.limit:g}"
 
 
 # run(impls, other_python, quick, device, repeats) -> {(row, impl): Samples}
 ProcessRunner = Callable[[tuple[str, ...], "str | None", bool, str, int], Any]
+# derive(results so far, quick) -> {(row, impl): Samples}
+Results = dict[tuple[str, str], Samples]
+Deriver = Callable[[Results, bool], Results]
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,9 @@ class Workload:
     quick_number: int
     build: Builder | None = None
     run: ProcessRunner | None = None
+    derive: Deriver | None = None
+    # Workloads whose results `derive` reads; `--only` adds them (first).
+    requires: tuple[str, ...] = ()
     targets: tuple[Target, ...] = field(default_factory=tuple)
     # Whether the original (via `--vs`) can run this workload.
     original: bool = True
@@ -79,17 +97,22 @@ class Workload:
 # Name -> module defining `WORKLOAD`, in the order the suite runs them.
 _MODULES = {
     "import_time": "bench.workloads.process",
+    "peak_matmul": "bench.workloads.dense",
     "linear_eager": "bench.workloads.dense",
     "mlp_eager_step": "bench.workloads.dense",
     "mlp_adam_step": "bench.workloads.dense",
+    "mlp_adam_step_bf16": "bench.workloads.dense",
+    "mlp128_trace": "bench.workloads.dense",
     "conv_bn_step": "bench.workloads.conv_bn",
     "lstm_step": "bench.workloads.lstm",
     "resnet50_trace": "bench.workloads.resnet",
+    "resnet50_first_result": "bench.workloads.resnet",
     "resnet50_ckpt": "bench.workloads.resnet",
     "resnet50_step": "bench.workloads.resnet",
     "transformer_step": "bench.workloads.transformer",
     "decode_tokens": "bench.workloads.transformer",
     "mha_eager_overhead": "bench.workloads.transformer",
+    "utilisation": "bench.workloads.dense",
     "memory": "bench.workloads.process",
 }
 
@@ -113,6 +136,7 @@ __all__ = [
     "RAW",
     "Row",
     "Samples",
+    "Skip",
     "Target",
     "Workload",
     "get",

@@ -1,4 +1,4 @@
-"""Dense workloads: eager `Linear`, eager MLP train step, `tf.function` MLP + Adam.
+"""Dense workloads: matmul peak, eager `Linear`, MLP steps, tracing, utilisation.
 
 The eager workloads are deliberately tiny (batch 8, 16 -> 32 -> 32 -> 10) so
 per-call Python overhead, not arithmetic, decides the ratio. The raw
@@ -9,6 +9,20 @@ The compiled step is the classic MNIST-sized MLP (784-1024-1024-10, batch
 256, softmax cross-entropy, Adam with learning rate 1e-3); the raw version
 keeps Adam's moments in its own variables and updates them with the fused
 `ResourceApplyAdam` kernel, as someone writing it by hand for speed would.
+
+`peak_matmul`: the machine's matrix-multiply throughput, measured in the run
+(a `tf.function` of one `tf.matmul` of two 2048 x 2048 matrices, 8192 on a
+GPU), float32 and bfloat16, in GFLOP/s (`2 n^3` FLOPs per product).
+
+`utilisation`: the FLOP/s achieved by `mlp_adam_step` and `transformer_step`
+(their matmul FLOPs counted analytically, see `mlp_train_flops` and
+`bench.workloads.transformer.train_flops`, over the median step time) as a
+fraction of the float32 `peak_matmul` of the same run; for every
+implementation measured.
+
+`mlp128_trace`: `get_concrete_function` of a fresh `tf.function` calling a
+128-layer MLP of width 64 (inputs `[8, 64]`) whose variables exist: the
+per-layer Python cost of a traced layer call.
 """
 
 from __future__ import annotations
@@ -19,8 +33,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench.harness import Sampler, timed
-from bench.workloads import KERAS, OURS, RAW, Row, Target, Workload
+from bench.harness import Clock, Sampler, Samples, interleave, median, self_timed, timed
+from bench.workloads import KERAS, ORIGINAL, OURS, RAW, Results, Row, Target, Workload
 
 LEARNING_RATE = 0.01
 
@@ -150,9 +164,28 @@ def _raw_adam(params: list[tf.Variable], lr: float = 1e-3) -> Callable[..., None
     return apply
 
 
+def _adam_sizes(quick: bool) -> tuple[list[int], int]:
+    """`mlp_adam_step`'s layer sizes and batch size."""
+    return ([784, 64, 64, 10], 32) if quick else ([784, 1024, 1024, 10], 256)
+
+
+def mlp_train_flops(sizes: list[int], batch: int) -> float:
+    """Matmul FLOPs of one MLP train step (forward + backward).
+
+    Each layer's forward product `[B, n] x [n, m]` is `2 B n m` FLOPs; the
+    backward pass computes its weight gradient (`2 B n m` again) and, for
+    every layer but the first (the inputs are not differentiated), the
+    gradient of its inputs (`2 B n m`): `3 F - 2 B n_0 n_1` for forward
+    FLOPs `F`. Bias adds, activations, the loss and the optimizer (O(B n)
+    or O(n m) each, against O(B n m)) are not counted.
+    """
+    layers = [2 * batch * n * m for n, m in zip(sizes[:-1], sizes[1:], strict=True)]
+    return 3 * sum(layers) - layers[0]
+
+
 def build_mlp_adam_step(impl: str, quick: bool) -> dict[str, Sampler]:
-    sizes = [784, 64, 64, 10] if quick else [784, 1024, 1024, 10]
-    x, y = _data(32 if quick else 256, sizes[0], sizes[-1])
+    sizes, batch = _adam_sizes(quick)
+    x, y = _data(batch, sizes[0], sizes[-1])
     forward, module = _mlp(impl, sizes)
     params = _trainable(impl, module)
     if impl == "sonnet":
@@ -183,7 +216,224 @@ def build_mlp_adam_step(impl: str, quick: bool) -> dict[str, Sampler]:
     return {"mlp_adam_step": timed(lambda: step(x, y))}
 
 
+class _RawBf16MLP(_RawMLP):
+    """`_RawMLP` in bfloat16: float32 master variables, each cast once per step."""
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        params = [tf.cast(p, tf.bfloat16) for p in self.params]
+        x = tf.cast(x, tf.bfloat16)
+        layers = len(params) // 2
+        for i in range(layers):
+            x = tf.nn.bias_add(tf.matmul(x, params[2 * i]), params[2 * i + 1])
+            if i < layers - 1:
+                x = tf.nn.relu(x)
+        return x
+
+
+def _bf16_mlp(impl: str, sizes: list[int]) -> tuple[Callable[[tf.Tensor], Any], Any]:
+    """`_mlp` computing in bfloat16 with float32 variables."""
+    if impl == "sonnet":
+        import sonnet as snt
+
+        mlp = snt.precision.apply(snt.nets.MLP(sizes[1:]), "mixed_bfloat16")
+        mlp(tf.zeros([1, sizes[0]]))
+        return mlp, mlp
+    if impl == "raw":
+        raw = _RawBf16MLP(sizes)
+        return raw, raw
+    import keras
+
+    # The policy applies to layers built while it is set: only this model.
+    previous = keras.mixed_precision.dtype_policy()
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = _keras_mlp(sizes)
+    finally:
+        keras.mixed_precision.set_dtype_policy(previous)
+    return (lambda x: model(x, training=True)), model
+
+
+def build_mlp_adam_step_bf16(impl: str, quick: bool) -> dict[str, Sampler]:
+    sizes, batch = _adam_sizes(quick)
+    x, y = _data(batch, sizes[0], sizes[-1])
+    samplers = {"mlp_adam_step_bf16": _adam_step(impl, _bf16_mlp, sizes, x, y)}
+    if impl == "sonnet":
+        samplers["mlp_adam_step_bf16_f32"] = _adam_step(impl, _mlp, sizes, x, y)
+    return samplers
+
+
+def _adam_step(
+    impl: str, make: Callable[..., Any], sizes: list[int], x: tf.Tensor, y: tf.Tensor
+) -> Sampler:
+    """Times a `tf.function` Adam step of the MLP `make(impl, sizes)` builds."""
+    forward, module = make(impl, sizes)
+    params = _trainable(impl, module)
+    apply = _adam_apply(impl, params)
+
+    @tf.function
+    def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            # Inputs float32 (cast by the model), the loss in float32.
+            loss = _xent(tf.cast(forward(x), tf.float32), y)
+        apply(tape.gradient(loss, params))
+        return loss
+
+    return timed(lambda: step(x, y))
+
+
+def _adam_apply(impl: str, params: list[tf.Variable]) -> Callable[..., None]:
+    """Adam over `params`: ours, the fused kernel by hand, or Keras'."""
+    if impl == "sonnet":
+        import sonnet as snt
+
+        optimizer = snt.optimizers.Adam(1e-3)
+        return lambda grads: optimizer.apply(grads, params)
+    if impl == "raw":
+        return _raw_adam(params)
+    import keras
+
+    keras_optimizer = keras.optimizers.Adam(1e-3)
+    keras_optimizer.build(params)
+    return lambda grads: keras_optimizer.apply_gradients(
+        zip(grads, params, strict=True)
+    )
+
+
+def _matmul_size(quick: bool, device: str) -> int:
+    if quick:
+        return 512
+    return 8192 if device == "gpu" else 2048
+
+
+PEAK_ROWS = {"peak_matmul_f32": tf.float32, "peak_matmul_bf16": tf.bfloat16}
+
+
+def run_peak_matmul(
+    impls: tuple[str, ...],
+    other_python: str | None,
+    quick: bool,
+    device: str,
+    repeats: int,
+) -> Results:
+    """GFLOP/s of a square `tf.matmul`, per wall-clock and per CPU second."""
+    del impls, other_python  # TensorFlow's kernels only ("raw").
+    n = _matmul_size(quick, device)
+    flops = 2.0 * n**3
+    samplers = {}
+    for row, dtype in PEAK_ROWS.items():
+        a = tf.cast(tf.random.normal([n, n], seed=0), dtype)
+        b = tf.cast(tf.random.normal([n, n], seed=1), dtype)
+        matmul = tf.function(tf.matmul)
+        samplers[row, RAW] = timed(lambda m=matmul, a=a, b=b: m(a, b))
+    number = 1 if quick else (5 if device == "cpu" else 50)
+    times = interleave(samplers, repeats, number, warmup=0 if quick else 1)
+    return {
+        key: Samples(
+            wall=[flops / t / 1e9 for t in samples.wall],
+            cpu=[flops / t / 1e9 for t in samples.cpu],
+        )
+        for key, samples in times.items()
+    }
+
+
+def _peak(results: Results) -> tuple[float, float] | None:
+    samples = results.get(("peak_matmul_f32", RAW))
+    if samples is None or not samples.wall:
+        return None
+    return median(samples.wall) * 1e9, median(samples.cpu) * 1e9
+
+
+def derive_utilisation(results: Results, quick: bool) -> Results:
+    """Achieved FLOP/s of the train steps / float32 matmul peak, per impl."""
+    from bench.workloads import transformer
+
+    peak = _peak(results)
+    if peak is None:
+        raise RuntimeError("utilisation needs peak_matmul's results (run it first)")
+    sizes, batch = _adam_sizes(quick)
+    flops = {
+        "mlp_adam_step": mlp_train_flops(sizes, batch),
+        "transformer_step": transformer.train_flops(
+            transformer.QUICK if quick else transformer.FULL
+        ),
+    }
+    derived: Results = {}
+    for step, step_flops in flops.items():
+        for impl in (OURS, RAW, KERAS, ORIGINAL):
+            samples = results.get((step, impl))
+            if samples is None or not samples.wall:
+                continue
+            wall = step_flops / median(samples.wall) / peak[0]
+            cpu = step_flops / median(samples.cpu) / peak[1]
+            derived[f"utilisation_{step}", impl] = Samples(wall=[wall], cpu=[cpu])
+    return derived
+
+
+MLP128 = 128
+
+
+def build_mlp128_trace(impl: str, quick: bool) -> dict[str, Sampler]:
+    layers = 8 if quick else MLP128
+    sizes = [64] * (layers + 1)
+    spec = tf.TensorSpec([8, 64], tf.float32)
+    forward, _ = _mlp(impl, sizes)
+    if impl == "keras":
+        forward(tf.zeros([1, 64]))
+
+    def trace() -> tuple[float, float]:
+        function = tf.function(lambda x: forward(x))
+        with Clock() as clock:
+            function.get_concrete_function(spec)
+        return clock.both
+
+    return {"mlp128_trace": self_timed(trace)}
+
+
 WORKLOADS = {
+    "peak_matmul": Workload(
+        name="peak_matmul",
+        rows=(
+            Row(
+                "peak_matmul_f32",
+                "GFLOP/s",
+                "float32 tf.matmul of 2048 x 2048 matrices (8192 on a GPU)",
+            ),
+            Row("peak_matmul_bf16", "GFLOP/s", "the same in bfloat16"),
+        ),
+        impls=(RAW,),
+        repeats=7,
+        number=5,
+        quick_repeats=1,
+        quick_number=1,
+        run=run_peak_matmul,
+        original=False,
+    ),
+    "utilisation": Workload(
+        name="utilisation",
+        rows=(
+            Row(
+                "utilisation_mlp_adam_step",
+                "fraction",
+                "mlp_adam_step's matmul FLOP/s / peak_matmul_f32",
+            ),
+            Row(
+                "utilisation_transformer_step",
+                "fraction",
+                "transformer_step's matmul FLOP/s / peak_matmul_f32",
+            ),
+        ),
+        impls=(OURS, RAW, KERAS),
+        repeats=1,
+        number=1,
+        quick_repeats=1,
+        quick_number=1,
+        derive=derive_utilisation,
+        requires=("peak_matmul", "mlp_adam_step", "transformer_step"),
+        targets=(
+            Target("utilisation_mlp_adam_step", None, 0.8, at_least=True),
+            Target("utilisation_transformer_step", None, 0.8, at_least=True),
+        ),
+    ),
     "linear_eager": Workload(
         name="linear_eager",
         rows=(Row("linear_eager", "us", "eager Linear(16) call, batch 8"),),
@@ -230,5 +480,53 @@ WORKLOADS = {
             Target("mlp_adam_step", RAW, 1.02),
             Target("mlp_adam_step", KERAS, 0.9),
         ),
+    ),
+    "mlp_adam_step_bf16": Workload(
+        name="mlp_adam_step_bf16",
+        rows=(
+            Row(
+                "mlp_adam_step_bf16",
+                "ms",
+                "mlp_adam_step in bfloat16 (float32 variables, inputs and loss)",
+            ),
+            Row(
+                "mlp_adam_step_bf16_f32",
+                "ms",
+                "the same step in float32 (ours only, for the bf16 speed-up)",
+            ),
+        ),
+        impls=(OURS, RAW, KERAS),
+        repeats=15,
+        number=10,
+        quick_repeats=3,
+        quick_number=2,
+        build=build_mlp_adam_step_bf16,
+        targets=(
+            Target("mlp_adam_step_bf16", RAW, 1.02),
+            Target("mlp_adam_step_bf16", KERAS, 0.85),
+            Target(
+                "mlp_adam_step_bf16", OURS, 0.72, other_row="mlp_adam_step_bf16_f32"
+            ),
+        ),
+        # `snt.precision` is new (issue 16): 2.0.2 has no such path.
+        original=False,
+    ),
+    "mlp128_trace": Workload(
+        name="mlp128_trace",
+        rows=(
+            Row(
+                "mlp128_trace",
+                "ms",
+                "tf.function trace (get_concrete_function) of a 128-layer MLP of "
+                "width 64 whose variables exist, inputs [8, 64]",
+            ),
+        ),
+        impls=(OURS, RAW, KERAS),
+        repeats=11,
+        number=3,
+        quick_repeats=1,
+        quick_number=1,
+        build=build_mlp128_trace,
+        targets=(Target("mlp128_trace", ORIGINAL, 0.9),),
     ),
 }
