@@ -116,11 +116,18 @@ def apply(module: base.Module, policy: str | Policy | None) -> base.Module:
 
     Modules that support policies (`snt.Linear`, `snt.Bias`, the
     convolutions, `snt.BatchNorm`, `snt.GroupNorm`, `snt.LayerNorm`,
-    `snt.InstanceNorm`, `snt.RMSNorm`, `snt.Embed`, `snt.MultiHeadAttention`
-    and the networks made of them, e.g. `snt.nets.MLP`, `snt.nets.ResNet`,
-    `snt.nets.Transformer`) then compute in the policy's compute dtype with
-    variables in its variable dtype. Recurrent cores do not read policies
-    yet: they compute in their own dtype (feed them inputs of that dtype).
+    `snt.InstanceNorm`, `snt.RMSNorm`, `snt.Embed`, `snt.MultiHeadAttention`,
+    the recurrent cores `snt.LSTM`, `snt.GRU`, `snt.VanillaRNN` and
+    `snt.DeepRNN` (and the deep-RNN factories), and the networks made of
+    them, e.g. `snt.nets.MLP`, `snt.nets.ResNet`, `snt.nets.Transformer`)
+    then compute in the policy's compute dtype with variables in its
+    variable dtype. A recurrent core's state is in the compute dtype too
+    (`initial_state` returns it; an LSTM's cell included), floating states
+    given in another dtype are cast (the unrolls cast an initial state once),
+    and `snt.dynamic_unroll`'s fused path casts the weights once per
+    sequence. The other recurrent cores
+    (`snt.UnrolledLSTM`, the convolutional LSTMs) do not read policies yet:
+    they compute in their own `dtype` (feed them inputs of that dtype).
     The policy is not part of the module's state: `variables` and
     checkpoints are the same with and without one. Apply it after
     constructing the module (a submodule created later, on the first call,

@@ -44,6 +44,10 @@ POLICY_CLASSES = {
     snt.MultiHeadAttention,
     snt.nets.TransformerBlock,
     snt.nets.Transformer,
+    snt.VanillaRNN,
+    snt.LSTM,
+    snt.GRU,
+    snt.DeepRNN,
 }
 POLICY_CASES = [c for c in CASES if c.cls in POLICY_CLASSES]
 

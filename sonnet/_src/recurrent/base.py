@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, precision, utils
 
 
 class LSTMState(NamedTuple):
@@ -186,14 +187,19 @@ def check_inputs(
     rank: int,
     argument: str = "inputs",
     exact_rank: bool = True,
+    cast: bool = False,
 ) -> tf.Tensor:
     """Checks a core's `inputs` tensor for `dtype` and static `rank`.
 
     A dtype mismatch is a `TypeError` (the original's check on the first call)
     that is also an `InvalidArgumentError` (its matmul's failure on later
-    calls). `exact_rank=False` accepts rank `rank` or more.
+    calls). `exact_rank=False` accepts rank `rank` or more. With `cast` (a
+    core under a `snt.precision` policy, `dtype` its compute dtype) floating
+    inputs are cast to `dtype` first.
     """
     inputs = as_tensor(argument, inputs)
+    if cast:
+        inputs = precision.cast(inputs, dtype)
     if inputs.dtype != dtype:
         raise checks.invalid_argument_type(
             argument, f"must have dtype {dtype.name}, the core's `dtype`", inputs
@@ -252,6 +258,7 @@ def check_state(
     spec: Any,
     batch: int | None,
     argument: str = "prev_state",
+    cast: bool = False,
 ) -> Any:
     """Checks a state against `spec` (a nest of `tf.TensorSpec`, batch dim None).
 
@@ -265,6 +272,9 @@ def check_state(
         `[None, ...]` (or of unknown rank) and the core's dtype.
       batch: The static batch size of the inputs (or None if unknown).
       argument: Argument name for error messages.
+      cast: Whether floating leaves are cast to the dtype of their spec
+        first (a core under a `snt.precision` policy, `spec` in its compute
+        dtype).
 
     Returns:
       `state` with its leaves converted to tensors (plain tuples are kept).
@@ -289,6 +299,8 @@ def check_state(
             raise checks.invalid_argument_type(
                 argument, "must contain tensors", leaf
             ) from e
+        if cast:
+            leaf = precision.cast(leaf, leaf_spec.dtype)
         if leaf.dtype != leaf_spec.dtype:
             raise checks.invalid_argument_type(
                 argument,
@@ -314,9 +326,36 @@ def zeros(batch_size: Any, shape: Any, dtype: tf.DType) -> tf.Tensor:
     return tf.zeros([batch_size, *shape], dtype=dtype)
 
 
+def cast_floating(structure: Any, dtype: tf.DType) -> Any:
+    """`structure` with its floating tensor and variable leaves cast to
+    `dtype` (other leaves as they are): the inputs of a composite core under a
+    `snt.precision` policy."""
+
+    def cast(leaf: Any) -> Any:
+        if isinstance(leaf, (tf.Tensor, tf.Variable)):
+            return precision.cast(leaf, dtype)
+        return leaf
+
+    return tf.nest.map_structure(cast, structure)
+
+
+def state_dtype(core: base.Module, dtype: tf.DType) -> tf.DType:
+    """The dtype of a core's state: its policy's compute dtype (see
+    `snt.precision`), else the core's `dtype`."""
+    policy = core._precision
+    return dtype if policy is None else policy.compute_dtype
+
+
 def state_spec(shape: Any, dtype: tf.DType) -> tf.TensorSpec:
     """A `tf.TensorSpec` `[None, *shape]` describing one state leaf."""
     return tf.TensorSpec([None, *shape], dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def spec_in(spec: Any, dtype: tf.DType) -> Any:
+    """`spec` (a nest of `tf.TensorSpec`) with every leaf in `dtype`: the
+    state of a core under a `snt.precision` policy (its compute dtype)."""
+    return tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, dtype), spec)
 
 
 def lstm_update(

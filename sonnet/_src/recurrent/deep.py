@@ -151,6 +151,11 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
                     "core in `layers`",
                     prev_state,
                 )
+        policy = self._precision
+        if policy is not None:
+            # The skip connections concatenate the inputs with layer outputs
+            # in the compute dtype; each layer casts its own inputs anyway.
+            inputs = rnn_base.cast_floating(inputs, policy.compute_dtype)
         current = inputs
         outputs = []
         next_states = []
@@ -164,6 +169,9 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
                 core_index += 1
             else:
                 current = layer(current)
+            if policy is not None and policy.output_dtype is not None:
+                # Concatenated and fed on in the compute dtype.
+                current = rnn_base.cast_floating(current, policy.compute_dtype)
             outputs.append(current)
         if self._skip_connections and self._concat_final_output_if_skip:
             if not outputs:
@@ -174,6 +182,8 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
                     self._layers,
                 )
             current = _leafwise(_concat, *outputs)
+        if policy is not None and policy.output_dtype is not None:
+            current = rnn_base.cast_floating(current, policy.output_dtype)
         return current, tuple(next_states)
 
     @base.no_name_scope
@@ -232,6 +242,11 @@ class DeepRNN(_LegacyDeepRNN):
     `tf.nn.relu` or a feed-forward module) is applied to the value passing
     through. Use `snt.deep_rnn_with_skip_connections` or
     `snt.deep_rnn_with_residual_connections` for the connected variants.
+
+    Under a `snt.precision` policy (applied to the stack, it reaches every
+    layer) floating inputs are cast to the compute dtype, each core computes
+    and keeps its state in it, and `snt.dynamic_unroll` still runs a stack
+    of `snt.LSTM`s and `snt.GRU`s layer by layer with their fused loops.
 
     Args:
       layers: The layers, in order (a sequence is kept as given, not copied;
@@ -305,8 +320,14 @@ class _ResidualWrapper(rnn_base.RNNCore):
         self._base_core = base_core
 
     def __call__(self, inputs: Any, prev_state: Any) -> tuple[Any, Any]:
+        policy = self._precision
         outputs, next_state = self._base_core(inputs, prev_state)
+        if policy is not None:  # Added in the compute dtype.
+            inputs = rnn_base.cast_floating(inputs, policy.compute_dtype)
+            outputs = rnn_base.cast_floating(outputs, policy.compute_dtype)
         residual = _leafwise(_add, inputs, outputs)
+        if policy is not None and policy.output_dtype is not None:
+            residual = rnn_base.cast_floating(residual, policy.output_dtype)
         return residual, next_state
 
     def initial_state(self, batch_size: Any, **kwargs: Any) -> Any:

@@ -7,11 +7,22 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, initializers, once, utils
+from sonnet._src import base, checks, initializers, once, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import gru_sequence, sequence
 
 Initializer = Callable[[Any, Any], Any]
+
+
+def _step(
+    inputs: tf.Tensor, prev_state: tf.Tensor, w_i: Any, w_h: Any, b: Any, two_h: int
+) -> tf.Tensor:
+    """The GRU update `h'` (gates `[z | r | a]`, `two_h` twice the hidden size)."""
+    gates_x = tf.nn.bias_add(tf.matmul(inputs, w_i), b)
+    zr = tf.sigmoid(gates_x[:, :two_h] + tf.matmul(prev_state, w_h[:, :two_h]))
+    z, r = tf.split(zr, 2, axis=1)
+    a = tf.tanh(gates_x[:, two_h:] + tf.matmul(r * prev_state, w_h[:, two_h:]))
+    return (1 - z) * prev_state + z * a
 
 
 class GRU(rnn_base.RNNCore):
@@ -36,7 +47,11 @@ class GRU(rnn_base.RNNCore):
       b_init: Initializer of `b` `[3 * hidden]`. Default zeros. For each
         initializer any false value (None, 0) selects the default.
       dtype: Dtype of the variables and of the expected inputs (default
-        float32); creating the weights needs a floating point one.
+        float32); creating the weights needs a floating point one. Under a
+        `snt.precision` policy the variables are created in the policy's
+        variable dtype, floating inputs and states are cast to its compute
+        dtype, which the step (and the whole-sequence path of
+        `snt.dynamic_unroll`) computes in and `initial_state` returns.
       name: Module name (default `gru`).
 
     Shapes:
@@ -75,14 +90,14 @@ class GRU(rnn_base.RNNCore):
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
-        rnn_base.check_variable_dtype(self._dtype)
+        # Under a `snt.precision` policy: its variable dtype.
+        dtype = precision.variable_dtype(self, self._dtype)
+        rnn_base.check_variable_dtype(dtype)
         input_size = rnn_base.check_input_size(inputs, None)
         gates = 3 * self._hidden_size
-        w_i = tf.Variable(self._w_i_init([input_size, gates], self._dtype), name="w_i")
-        w_h = tf.Variable(
-            self._w_h_init([self._hidden_size, gates], self._dtype), name="w_h"
-        )
-        b = tf.Variable(self._b_init([gates], self._dtype), name="b")
+        w_i = tf.Variable(self._w_i_init([input_size, gates], dtype), name="w_i")
+        w_h = tf.Variable(self._w_h_init([self._hidden_size, gates], dtype), name="w_h")
+        b = tf.Variable(self._b_init([gates], dtype), name="b")
         self._w_i, self._w_h, self.b = w_i, w_h, b
         self._input_size = input_size
 
@@ -107,20 +122,39 @@ class GRU(rnn_base.RNNCore):
             also `tf.errors.InvalidArgumentError`s, as the original's op
             errors.
         """
+        policy = self._precision
+        if policy is not None:
+            return self._mixed_call(inputs, prev_state, policy)
         inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
         prev_state = rnn_base.check_state(
             prev_state, self._state_spec, rnn_base.batch_dim(inputs)
         )
         rnn_base.check_input_size(inputs, self._input_size)
         self._initialize(inputs)
-        two_h = 2 * self._hidden_size
-        w_h = self._w_h
-        gates_x = tf.nn.bias_add(tf.matmul(inputs, self._w_i), self.b)
-        zr = tf.sigmoid(gates_x[:, :two_h] + tf.matmul(prev_state, w_h[:, :two_h]))
-        z, r = tf.split(zr, 2, axis=1)
-        a = tf.tanh(gates_x[:, two_h:] + tf.matmul(r * prev_state, w_h[:, two_h:]))
-        next_state = (1 - z) * prev_state + z * a
+        next_state = _step(
+            inputs, prev_state, self._w_i, self._w_h, self.b, 2 * self._hidden_size
+        )
         return next_state, next_state
+
+    @base.no_name_scope
+    def _mixed_call(
+        self, inputs: Any, prev_state: Any, policy: precision.Policy
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """A step under a `snt.precision` policy: inputs, state and each
+        variable cast to the compute dtype once."""
+        dtype = policy.compute_dtype
+        inputs = rnn_base.check_inputs(inputs, dtype, 2, cast=True)
+        prev_state = rnn_base.check_state(
+            prev_state,
+            rnn_base.spec_in(self._state_spec, dtype),
+            rnn_base.batch_dim(inputs),
+            cast=True,
+        )
+        rnn_base.check_input_size(inputs, self._input_size)
+        self._initialize(inputs)
+        w_i, w_h, b = (precision.cast(v, dtype) for v in (self._w_i, self._w_h, self.b))
+        next_state = _step(inputs, prev_state, w_i, w_h, b, 2 * self._hidden_size)
+        return precision.cast_outputs(policy, next_state), next_state
 
     @utils.no_autograph
     def _unroll_sequence(
@@ -130,15 +164,25 @@ class GRU(rnn_base.RNNCore):
         sequence_length: tf.Tensor | None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """The whole-sequence path of `dynamic_unroll` (`recurrent/sequence.py`):
-        one input matmul for all steps, then the fused loop of `gru_sequence`."""
+        one input matmul for all steps, then the fused loop of `gru_sequence`.
+        Under a `snt.precision` policy the variables are cast once per
+        sequence and the loop runs in the compute dtype."""
+        policy = self._precision
+        dtype = None if policy is None else policy.compute_dtype
         input_sequence, initial_state = sequence.check_sequence_and_state(
-            input_sequence, initial_state, self._state_spec, self._input_size
+            input_sequence, initial_state, self._state_spec, self._input_size, dtype
         )
         self._initialize(input_sequence)
-        xw = sequence.input_projection(input_sequence, self._w_i, self.b)
-        return gru_sequence.gru_sequence(
-            xw, initial_state, self._w_h, sequence_length=sequence_length
+        w_i, w_h, b = self._w_i, self._w_h, self.b
+        if dtype is not None:
+            w_i, w_h, b = (precision.cast(v, dtype) for v in (w_i, w_h, b))
+        xw = sequence.input_projection(input_sequence, w_i, b)
+        outputs, state = gru_sequence.gru_sequence(
+            xw, initial_state, w_h, sequence_length=sequence_length
         )
+        if policy is not None:
+            outputs = precision.cast_outputs(policy, outputs)
+        return outputs, state
 
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:
@@ -148,7 +192,8 @@ class GRU(rnn_base.RNNCore):
           batch_size: An int or a scalar tensor (a float one is truncated).
         """
         batch_size = checks.tensor_size("batch_size", batch_size)
-        return rnn_base.zeros(batch_size, [self._hidden_size], self._dtype)
+        dtype = rnn_base.state_dtype(self, self._dtype)
+        return rnn_base.zeros(batch_size, [self._hidden_size], dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:

@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, initializers, once, utils
+from sonnet._src import base, checks, initializers, once, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm_sequence, sequence
 
@@ -79,7 +79,12 @@ class LSTM(rnn_base.RNNCore):
         Gers et al., 2000): a number, a scalar tensor, or one value per unit
         (shape `[hidden]`).
       dtype: Dtype of the variables and of the expected inputs (default
-        float32); creating the weights needs a floating point one.
+        float32); creating the weights needs a floating point one. Under a
+        `snt.precision` policy the variables are created in the policy's
+        variable dtype, floating inputs and states are cast to its compute
+        dtype, which the step (and the whole-sequence path of
+        `snt.dynamic_unroll`) computes in and `initial_state` returns; the
+        cell state is in the compute dtype too.
       name: Module name (default `lstm`).
 
     Shapes:
@@ -137,7 +142,9 @@ class LSTM(rnn_base.RNNCore):
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
-        rnn_base.check_variable_dtype(self._dtype)
+        # Under a `snt.precision` policy: its variable dtype.
+        dtype = precision.variable_dtype(self, self._dtype)
+        rnn_base.check_variable_dtype(dtype)
         input_size = rnn_base.check_input_size(inputs, None)
         w_i, w_h, b, self._w_i_init, self._w_h_init = lstm_weights(
             input_size,
@@ -147,7 +154,7 @@ class LSTM(rnn_base.RNNCore):
             self._w_h_init,
             self._b_init,
             self._forget_bias,
-            self._dtype,
+            dtype,
         )
         projection = None
         if self._projection_size is not None:
@@ -157,7 +164,7 @@ class LSTM(rnn_base.RNNCore):
                 )
             projection = tf.Variable(
                 self._projection_init(
-                    [self._hidden_size, self._projection_size], self._dtype
+                    [self._hidden_size, self._projection_size], dtype
                 ),
                 name="projection",
             )
@@ -188,6 +195,9 @@ class LSTM(rnn_base.RNNCore):
             also `tf.errors.InvalidArgumentError`s, as the original's op
             errors.
         """
+        policy = self._precision
+        if policy is not None:
+            return self._mixed_call(inputs, prev_state, policy)
         inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
         hidden, cell = rnn_base.check_state(
             prev_state, self._state_spec, rnn_base.batch_dim(inputs)
@@ -202,6 +212,33 @@ class LSTM(rnn_base.RNNCore):
             next_hidden = tf.matmul(next_hidden, self.projection)
         return next_hidden, rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
 
+    @base.no_name_scope
+    def _mixed_call(
+        self, inputs: Any, prev_state: Any, policy: precision.Policy
+    ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
+        """A step under a `snt.precision` policy: inputs, state and each
+        variable cast to the compute dtype once."""
+        dtype = policy.compute_dtype
+        inputs = rnn_base.check_inputs(inputs, dtype, 2, cast=True)
+        hidden, cell = rnn_base.check_state(
+            prev_state,
+            rnn_base.spec_in(self._state_spec, dtype),
+            rnn_base.batch_dim(inputs),
+            cast=True,
+        )
+        rnn_base.check_input_size(inputs, self._input_size)
+        self._initialize(inputs)
+        w_i = precision.cast(self._w_i, dtype)
+        w_h = precision.cast(self._w_h, dtype)
+        gates = tf.matmul(inputs, w_i) + tf.matmul(hidden, w_h)
+        next_hidden, next_cell = rnn_base.lstm_update(
+            tf.nn.bias_add(gates, precision.cast(self.b, dtype)), cell
+        )
+        if self.projection is not None:
+            next_hidden = tf.matmul(next_hidden, precision.cast(self.projection, dtype))
+        state = rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
+        return precision.cast_outputs(policy, next_hidden), state
+
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> rnn_base.LSTMState:
         """Zeros: `LSTMState([B, projection or hidden], [B, hidden])`.
@@ -211,9 +248,10 @@ class LSTM(rnn_base.RNNCore):
             float one is truncated).
         """
         batch_size = checks.tensor_size("batch_size", batch_size)
+        dtype = rnn_base.state_dtype(self, self._dtype)
         return rnn_base.LSTMState(
-            hidden=rnn_base.zeros(batch_size, [self._eff_hidden_size], self._dtype),
-            cell=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),
+            hidden=rnn_base.zeros(batch_size, [self._eff_hidden_size], dtype),
+            cell=rnn_base.zeros(batch_size, [self._hidden_size], dtype),
         )
 
     @property
@@ -234,16 +272,28 @@ class LSTM(rnn_base.RNNCore):
         sequence_length: tf.Tensor | None,
     ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
         """The whole-sequence path of `dynamic_unroll` (`recurrent/sequence.py`):
-        one input matmul for all steps, then the fused loop of `lstm_sequence`."""
+        one input matmul for all steps, then the fused loop of `lstm_sequence`.
+        Under a `snt.precision` policy the variables are cast once per
+        sequence and the loop runs in the compute dtype."""
+        policy = self._precision
+        dtype = None if policy is None else policy.compute_dtype
         input_sequence, initial_state = sequence.check_sequence_and_state(
-            input_sequence, initial_state, self._state_spec, self._input_size
+            input_sequence, initial_state, self._state_spec, self._input_size, dtype
         )
         self._initialize(input_sequence)
-        xw = sequence.input_projection(input_sequence, self._w_i, self.b)
-        return lstm_sequence.lstm_sequence(
+        w_i, w_h, b, projection = self._w_i, self._w_h, self.b, self.projection
+        if dtype is not None:
+            w_i, w_h, b = (precision.cast(v, dtype) for v in (w_i, w_h, b))
+            if projection is not None:
+                projection = precision.cast(projection, dtype)
+        xw = sequence.input_projection(input_sequence, w_i, b)
+        outputs, state = lstm_sequence.lstm_sequence(
             xw,
             rnn_base.LSTMState(*initial_state),
-            self._w_h,
-            projection=self.projection,
+            w_h,
+            projection=projection,
             sequence_length=sequence_length,
         )
+        if policy is not None:
+            outputs = precision.cast_outputs(policy, outputs)
+        return outputs, state

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import sequence
 
@@ -157,6 +157,23 @@ def _describe_structure(structure: Any) -> str:
 
 
 @utils.no_autograph
+def _in_compute_dtype(core: Any, state: Any) -> Any:
+    """`state`'s floating leaves in the compute dtype of `core`'s
+    `snt.precision` policy (the dtype its steps return), else `state`."""
+    policy = getattr(core, "_precision", None)
+    if policy is None:
+        return state
+    dtype = policy.compute_dtype
+    return tf.nest.map_structure(
+        lambda leaf: (
+            precision.cast(leaf, dtype)
+            if isinstance(leaf, (tf.Tensor, tf.Variable))
+            else leaf
+        ),
+        state,
+    )
+
+
 def _select(alive: tf.Tensor, new: Any, old: Any) -> Any:
     """Per batch row: `new` where `alive` else `old` (scalars always `new`)."""
 
@@ -268,7 +285,7 @@ def static_unroll(
     per_step = [tf.unstack(t, num=steps) for t in tensors]
     alive = None if lengths is None else sequence.time_mask(steps, lengths)
     alive_steps = None if alive is None else tf.unstack(alive, num=steps)
-    state = initial_state
+    state = _in_compute_dtype(core, initial_state)
     columns: list[list[tf.Tensor]] | None = None
     outputs: Any = None
     for t in range(steps):
@@ -381,7 +398,7 @@ def dynamic_unroll(
             next_state = _select(alive_steps.read(t), next_state, state)
         return outputs, next_state
 
-    first_outputs, state = step(0, initial_state)
+    first_outputs, state = step(0, _in_compute_dtype(core, initial_state))
     flat_outputs = tf.nest.flatten(first_outputs)
     output_arrays = [
         tf.TensorArray(o.dtype, size=num_steps, element_shape=o.shape).write(0, o)

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, initializers, linear, once, utils
+from sonnet._src import base, checks, initializers, linear, once, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 
 Initializer = Callable[[Any, Any], Any]
@@ -51,7 +51,11 @@ class VanillaRNN(rnn_base.RNNCore):
         truncated normal with `stddev = 1/sqrt(hidden)`.
       b_init: Initializer of `b` `[hidden]`. Default zeros.
       dtype: Dtype of the state and of the expected inputs (default float32);
-        creating the weights needs a floating point one.
+        creating the weights needs a floating point one. Under a
+        `snt.precision` policy (which reaches the `snt.Linear` submodules
+        too) the variables are created in the policy's variable dtype,
+        floating inputs and states are cast to its compute dtype, which the
+        step computes in and `initial_state` returns.
       name: Module name (default `vanilla_rnn`).
 
     Shapes:
@@ -108,9 +112,11 @@ class VanillaRNN(rnn_base.RNNCore):
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
-        rnn_base.check_variable_dtype(self._dtype)
+        # Under a `snt.precision` policy: its variable dtype.
+        dtype = precision.variable_dtype(self, self._dtype)
+        rnn_base.check_variable_dtype(dtype)
         input_size = rnn_base.check_input_size(inputs, None)
-        self._b = tf.Variable(self._b_init([self._hidden_size], self._dtype), name="b")
+        self._b = tf.Variable(self._b_init([self._hidden_size], dtype), name="b")
         self._input_size = input_size
 
     @utils.no_autograph
@@ -135,6 +141,9 @@ class VanillaRNN(rnn_base.RNNCore):
             errors for a wrong dtype, last dimension or state are also
             `tf.errors.InvalidArgumentError`s, as the original's op errors.
         """
+        policy = self._precision
+        if policy is not None:
+            return self._mixed_call(inputs, prev_state, policy)
         inputs = rnn_base.check_inputs(inputs, self._dtype, 2, exact_rank=False)
         if inputs.shape.rank == 2:
             prev_state = rnn_base.check_state(
@@ -152,6 +161,31 @@ class VanillaRNN(rnn_base.RNNCore):
         )
         return outputs, outputs
 
+    @base.no_name_scope
+    def _mixed_call(
+        self, inputs: Any, prev_state: Any, policy: precision.Policy
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """A step under a `snt.precision` policy: inputs, state and `b` cast
+        to the compute dtype (the `snt.Linear`s cast their own `w`)."""
+        dtype = policy.compute_dtype
+        inputs = rnn_base.check_inputs(inputs, dtype, 2, exact_rank=False, cast=True)
+        if inputs.shape.rank == 2:
+            spec = rnn_base.spec_in(self._state_spec, dtype)
+            prev_state = rnn_base.check_state(
+                prev_state, spec, rnn_base.batch_dim(inputs), cast=True
+            )
+        else:
+            spec = rnn_base.spec_in(self._broadcast_state_spec, dtype)
+            prev_state = rnn_base.check_state(prev_state, spec, None, cast=True)
+            _check_broadcast_state(inputs, prev_state, self._hidden_size)
+        rnn_base.check_input_size(inputs, self._input_size)
+        self._initialize(inputs)
+        # The submodules' outputs are in the policy's output dtype, if any.
+        x_w = precision.cast(self._input_to_hidden(inputs), dtype)
+        h_w = precision.cast(self._hidden_to_hidden(prev_state), dtype)
+        state = self._activation(x_w + h_w + precision.cast(self._b, dtype))
+        return precision.cast_outputs(policy, state), state
+
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:
         """Zeros of shape `[batch_size, hidden]`.
@@ -160,7 +194,8 @@ class VanillaRNN(rnn_base.RNNCore):
           batch_size: An int or a scalar tensor (a float one is truncated).
         """
         batch_size = checks.tensor_size("batch_size", batch_size)
-        return rnn_base.zeros(batch_size, [self._hidden_size], self._dtype)
+        dtype = rnn_base.state_dtype(self, self._dtype)
+        return rnn_base.zeros(batch_size, [self._hidden_size], dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:
