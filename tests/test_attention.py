@@ -579,13 +579,15 @@ def test_cache_overflow_raises_in_a_graph():
         step(x, cache)
 
 
-def test_cache_writes_wait_for_the_overflow_check():
-    # Without a control edge the scatter may run first and fail with TensorFlow's
-    # own indexing error instead of ours (the order varies from run to run).
+@pytest.mark.parametrize("time, write", [(3, "TensorScatterUpdate"), (1, "SelectV2")])
+def test_cache_writes_wait_for_the_overflow_check(time, write):
+    # Without a control edge the write may run first and fail with TensorFlow's
+    # own indexing error instead of ours (the order varies from run to run). A
+    # single new position (a decoding step) is written with a select.
     mha = snt.MultiHeadAttention(2, 2)
     step = tf.function(lambda x, cache: mha(x, cache=cache))
     graph = step.get_concrete_function(
-        tf.TensorSpec([1, 3, 4]), mha.initial_cache(1, 4)
+        tf.TensorSpec([1, time, 4]), mha.initial_cache(1, 4)
     ).graph
 
     def ancestors(op: tf.Operation) -> set[str]:
@@ -598,9 +600,9 @@ def test_cache_writes_wait_for_the_overflow_check():
                     todo.append(parent)
         return {graph.get_operation_by_name(n).type for n in seen}
 
-    scatters = [o for o in graph.get_operations() if o.type == "TensorScatterUpdate"]
-    assert scatters
-    for op in scatters:
+    writes = [o for o in graph.get_operations() if o.type == write]
+    assert writes
+    for op in writes:
         assert "Assert" in ancestors(op)
 
 

@@ -764,6 +764,13 @@ def _write(
     time: Any,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """The caches with `keys`/`values` `[B, T, ...]` written at `positions`."""
+    length = key_cache.shape[1]
+    if isinstance(time, int) and time == 1 and length is not None:
+        # One new position (a decoding step): a select against a one-hot row
+        # takes fewer ops than building scatter indices, and decoding is
+        # bound by the op count.
+        hit = tf.reshape(tf.equal(tf.range(length), positions), [1, length, 1, 1])
+        return tf.where(hit, keys, key_cache), tf.where(hit, values, value_cache)
     rows = tf.broadcast_to(tf.expand_dims(tf.range(batch), 1), [batch, time])
     columns = tf.broadcast_to(tf.expand_dims(positions, 0), [batch, time])
     indices = tf.stack([rows, columns], axis=-1)
