@@ -32,6 +32,20 @@ def check_rate(argument: str, rate: Any) -> Any:
     return checked
 
 
+def when_training(x: tf.Tensor, rate: Any, training: bool | tf.Tensor) -> tf.Tensor:
+    """`tf.nn.dropout(x, rate)` if `training` (a checked mode flag), else `x`.
+
+    A Python bool decides now; a boolean tensor decides at run time.
+    """
+    if training is False:
+        return x
+    if training is True:
+        return tf.nn.dropout(x, rate=rate)
+    return tf.cond(
+        training, lambda: tf.nn.dropout(x, rate=rate), lambda: tf.identity(x)
+    )
+
+
 def _check_noise_shape(noise_shape: Any) -> Any:
     if noise_shape is None or isinstance(noise_shape, (tf.Tensor, tf.Variable)):
         return noise_shape

@@ -14,26 +14,13 @@ from __future__ import annotations
 import abc
 import collections.abc
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeGuard
 
 import numpy as np
 import tensorflow as tf
 
 from sonnet._src import checks, utils
-
-__all__ = [
-    "Constant",
-    "Identity",
-    "Initializer",
-    "Ones",
-    "Orthogonal",
-    "RandomNormal",
-    "RandomUniform",
-    "TruncatedNormal",
-    "VarianceScaling",
-    "Zeros",
-]
 
 # Standard deviation of a unit normal truncated to [-2, 2]; dividing by it
 # makes a truncated normal have the requested variance.
@@ -357,7 +344,31 @@ class RandomUniform(Initializer):
         return tf.cast(values, dtype) if sample_dtype != dtype else values
 
 
-class RandomNormal(Initializer):
+class _Normal(Initializer):
+    """`mean`, `stddev` and `seed` of the (truncated) normal initializers."""
+
+    _sample: Callable[..., tf.Tensor]
+
+    def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
+        self.mean = _check_real("mean", mean)
+        self.stddev = _check_real("stddev", stddev)
+        self.seed = _check_seed(seed)
+
+    def _repr_fields(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
+
+    def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
+        dtype = _floating_dtype(dtype)
+        return self._sample(
+            as_shape(shape).tensor(),
+            _scalar(self.mean, dtype, "mean"),
+            _scalar(self.stddev, dtype, "stddev"),
+            dtype=dtype,
+            seed=self.seed,
+        )
+
+
+class RandomNormal(_Normal):
     """Draws values from a normal distribution.
 
     Args:
@@ -370,26 +381,10 @@ class RandomNormal(Initializer):
     TensorShape([3])
     """
 
-    def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
-        self.mean = _check_real("mean", mean)
-        self.stddev = _check_real("stddev", stddev)
-        self.seed = _check_seed(seed)
-
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
-
-    def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
-        dtype = _floating_dtype(dtype)
-        return tf.random.normal(
-            as_shape(shape).tensor(),
-            _scalar(self.mean, dtype, "mean"),
-            _scalar(self.stddev, dtype, "stddev"),
-            dtype=dtype,
-            seed=self.seed,
-        )
+    _sample = staticmethod(tf.random.normal)
 
 
-class TruncatedNormal(Initializer):
+class TruncatedNormal(_Normal):
     """Draws from a normal distribution, re-drawing values beyond 2 stddevs.
 
     This is the default weight initializer of `snt.Linear` and the
@@ -406,23 +401,7 @@ class TruncatedNormal(Initializer):
     True
     """
 
-    def __init__(self, mean: Any = 0.0, stddev: Any = 1.0, seed: int | None = None):
-        self.mean = _check_real("mean", mean)
-        self.stddev = _check_real("stddev", stddev)
-        self.seed = _check_seed(seed)
-
-    def _repr_fields(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
-
-    def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
-        dtype = _floating_dtype(dtype)
-        return tf.random.truncated_normal(
-            as_shape(shape).tensor(),
-            _scalar(self.mean, dtype, "mean"),
-            _scalar(self.stddev, dtype, "stddev"),
-            dtype=dtype,
-            seed=self.seed,
-        )
+    _sample = staticmethod(tf.random.truncated_normal)
 
 
 # ---------------------------------------------------------------------------

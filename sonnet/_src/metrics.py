@@ -187,7 +187,27 @@ class Metric(base.Module):
         return self.value
 
 
-class Sum(Metric):
+class _RunningSum(Metric):
+    """A metric holding a `sum` variable created by the first value."""
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name=name)
+        self.sum: tf.Variable | None = None
+
+    @once.once
+    def initialize(self, value: Any) -> None:
+        """Creates a zero `sum` shaped like `value` (without adding it)."""
+        value = check_value(value, None, initializing=True)
+        self.sum = state_variable(zeros_like(value), "sum")
+
+    def _add(self, value: Any) -> None:
+        value = check_value(value, self.sum)
+        self.initialize(value)
+        assert self.sum is not None
+        self.sum.assign_add(value)
+
+
+class Sum(_RunningSum):
     """Running element-wise sum of the values it is given.
 
     The state `sum` (a non-trainable variable named `sum`) is created by the
@@ -203,22 +223,9 @@ class Sum(Metric):
     array([4., 6.], dtype=float32)
     """
 
-    def __init__(self, name: str | None = None):
-        super().__init__(name=name)
-        self.sum: tf.Variable | None = None
-
-    @once.once
-    def initialize(self, value: Any) -> None:
-        """Creates a zero `sum` shaped like `value` (without adding it)."""
-        value = check_value(value, None, initializing=True)
-        self.sum = state_variable(zeros_like(value), "sum")
-
     def update(self, value: Any) -> None:
         """Adds `value` to the running sum."""
-        value = check_value(value, self.sum)
-        self.initialize(value)
-        assert self.sum is not None
-        self.sum.assign_add(value)
+        self._add(value)
 
     @property
     def value(self) -> tf.Tensor:
@@ -233,7 +240,7 @@ class Sum(Metric):
             self.sum.assign(tf.zeros_like(self.sum))
 
 
-class Mean(Metric):
+class Mean(_RunningSum):
     """Running element-wise mean of the values it is given.
 
     Holds a `count` of updates (int64, created in the constructor) and a `sum`
@@ -251,21 +258,11 @@ class Mean(Metric):
 
     def __init__(self, name: str | None = None):
         super().__init__(name=name)
-        self.sum: tf.Variable | None = None
         self.count = state_variable(tf.constant(0, tf.int64), "count")
-
-    @once.once
-    def initialize(self, value: Any) -> None:
-        """Creates a zero `sum` shaped like `value` (without counting it)."""
-        value = check_value(value, None, initializing=True)
-        self.sum = state_variable(zeros_like(value), "sum")
 
     def update(self, value: Any) -> None:
         """Adds `value` to the sum and increments the count."""
-        value = check_value(value, self.sum)
-        self.initialize(value)
-        assert self.sum is not None
-        self.sum.assign_add(value)
+        self._add(value)
         self.count.assign_add(1)
 
     @property

@@ -77,6 +77,40 @@ def _shape_text(shape: tf.TensorShape) -> str:
     return "<unknown>" if shape.rank is None else str(shape.as_list())
 
 
+def _scatter_method(op: Callable[..., tf.Tensor], doc: str) -> Callable[..., Any]:
+    """A `scatter_*` method of `TensorVariable` (rows given as IndexedSlices)."""
+
+    def method(
+        self: TensorVariable,
+        sparse_delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+    ) -> tf.Tensor:
+        if not isinstance(sparse_delta, tf.IndexedSlices):
+            raise utils.bad_type(
+                "sparse_delta", "must be a tf.IndexedSlices", sparse_delta
+            )
+        indices = tf.expand_dims(sparse_delta.indices, -1)
+        return self._replace(op(self._read(), indices, sparse_delta.values))
+
+    method.__doc__ = doc + " Returns the new value."
+    return method
+
+
+def _scatter_nd_method(
+    op: Callable[..., tf.Tensor], op_name: str
+) -> Callable[..., Any]:
+    """A `scatter_nd_*` method of `TensorVariable`: `op` on the value."""
+
+    def method(
+        self: TensorVariable, indices: Any, updates: Any, name: str | None = None
+    ) -> tf.Tensor:
+        return self._replace(op(self._read(), indices, updates))
+
+    method.__doc__ = f"`tf.{op_name}` on the value; returns the new value."
+    return method
+
+
 class TensorVariable(tf.Variable):
     """A `tf.Variable` holding a plain tensor value, for `snt.functional`.
 
@@ -321,70 +355,39 @@ class TensorVariable(tf.Variable):
         tensor = self._check("delta", delta)
         return self._write(self._read() - tensor, read_value)
 
-    def _scatter(self, op: Callable[..., tf.Tensor], sparse_delta: Any) -> tf.Tensor:
-        if not isinstance(sparse_delta, tf.IndexedSlices):
-            raise utils.bad_type(
-                "sparse_delta", "must be a tf.IndexedSlices", sparse_delta
-            )
-        indices = tf.expand_dims(sparse_delta.indices, -1)
-        new = op(self._read(), indices, sparse_delta.values)
+    def _replace(self, new: tf.Tensor) -> tf.Tensor:
         self.tensor_value = new
         return new
 
-    def scatter_add(
-        self, sparse_delta: Any, use_locking: bool = False, name: str | None = None
-    ) -> tf.Tensor:
-        """Adds `sparse_delta.values` to the rows `sparse_delta.indices`."""
-        return self._scatter(tf.tensor_scatter_nd_add, sparse_delta)
-
-    def scatter_sub(
-        self, sparse_delta: Any, use_locking: bool = False, name: str | None = None
-    ) -> tf.Tensor:
-        """Subtracts `sparse_delta.values` from the rows `sparse_delta.indices`."""
-        return self._scatter(tf.tensor_scatter_nd_sub, sparse_delta)
-
-    def scatter_update(
-        self, sparse_delta: Any, use_locking: bool = False, name: str | None = None
-    ) -> tf.Tensor:
-        """Replaces the rows `sparse_delta.indices` by `sparse_delta.values`."""
-        return self._scatter(tf.tensor_scatter_nd_update, sparse_delta)
-
-    def scatter_max(
-        self, sparse_delta: Any, use_locking: bool = False, name: str | None = None
-    ) -> tf.Tensor:
-        """Element-wise maximum of the indexed rows and `sparse_delta.values`."""
-        return self._scatter(tf.tensor_scatter_nd_max, sparse_delta)
-
-    def scatter_min(
-        self, sparse_delta: Any, use_locking: bool = False, name: str | None = None
-    ) -> tf.Tensor:
-        """Element-wise minimum of the indexed rows and `sparse_delta.values`."""
-        return self._scatter(tf.tensor_scatter_nd_min, sparse_delta)
-
-    def _scatter_nd(
-        self, op: Callable[..., tf.Tensor], indices: Any, updates: Any
-    ) -> tf.Tensor:
-        new = op(self._read(), indices, updates)
-        self.tensor_value = new
-        return new
-
-    def scatter_nd_add(
-        self, indices: Any, updates: Any, name: str | None = None
-    ) -> tf.Tensor:
-        """`tf.tensor_scatter_nd_add` on the value; returns the new value."""
-        return self._scatter_nd(tf.tensor_scatter_nd_add, indices, updates)
-
-    def scatter_nd_sub(
-        self, indices: Any, updates: Any, name: str | None = None
-    ) -> tf.Tensor:
-        """`tf.tensor_scatter_nd_sub` on the value; returns the new value."""
-        return self._scatter_nd(tf.tensor_scatter_nd_sub, indices, updates)
-
-    def scatter_nd_update(
-        self, indices: Any, updates: Any, name: str | None = None
-    ) -> tf.Tensor:
-        """`tf.tensor_scatter_nd_update` on the value; returns the new value."""
-        return self._scatter_nd(tf.tensor_scatter_nd_update, indices, updates)
+    scatter_add = _scatter_method(
+        tf.tensor_scatter_nd_add,
+        "Adds `sparse_delta.values` to the rows `sparse_delta.indices`.",
+    )
+    scatter_sub = _scatter_method(
+        tf.tensor_scatter_nd_sub,
+        "Subtracts `sparse_delta.values` from the rows `sparse_delta.indices`.",
+    )
+    scatter_update = _scatter_method(
+        tf.tensor_scatter_nd_update,
+        "Replaces the rows `sparse_delta.indices` by `sparse_delta.values`.",
+    )
+    scatter_max = _scatter_method(
+        tf.tensor_scatter_nd_max,
+        "Element-wise maximum of the indexed rows and `sparse_delta.values`.",
+    )
+    scatter_min = _scatter_method(
+        tf.tensor_scatter_nd_min,
+        "Element-wise minimum of the indexed rows and `sparse_delta.values`.",
+    )
+    scatter_nd_add = _scatter_nd_method(
+        tf.tensor_scatter_nd_add, "tensor_scatter_nd_add"
+    )
+    scatter_nd_sub = _scatter_nd_method(
+        tf.tensor_scatter_nd_sub, "tensor_scatter_nd_sub"
+    )
+    scatter_nd_update = _scatter_nd_method(
+        tf.tensor_scatter_nd_update, "tensor_scatter_nd_update"
+    )
 
     def _unsupported(self, method: str) -> NotImplementedError:
         return NotImplementedError(

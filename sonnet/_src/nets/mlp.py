@@ -189,12 +189,7 @@ class MLP(base.Module):
 
     @base.no_name_scope
     def _dropout(self, x: tf.Tensor, training: Any) -> tf.Tensor:
-        rate = self._dropout_rate
-        if training is True:
-            return tf.nn.dropout(x, rate=rate)
-        return tf.cond(
-            training, lambda: tf.nn.dropout(x, rate=rate), lambda: tf.identity(x)
-        )
+        return dropout_lib.when_training(x, self._dropout_rate, training)
 
     def reverse(
         self, activate_final: bool | None = None, name: str | None = None

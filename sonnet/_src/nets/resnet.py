@@ -74,7 +74,29 @@ def _check_identity_shortcut(block: Any, inputs: tf.Tensor) -> None:
         )
 
 
-class BottleNeckBlockV1(base.Module):
+class _BottleNeckBlock(base.Module):
+    """The constructor of both bottleneck blocks: checks, then `_build`."""
+
+    def __init__(
+        self,
+        channels: int,
+        stride: int | Sequence[int],
+        use_projection: bool,
+        bn_config: Mapping[str, Any],
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self._channels = _check_channels(channels)
+        self._stride = _check_stride(stride)
+        self._use_projection = checks.flag("use_projection", use_projection)
+        self._bn_config = _check_bn_config(bn_config)
+        self._build(self._channels, bn_config)
+
+    def _build(self, channels: int, bn_config: Any) -> None:
+        """Creates the block's submodules (each block defines it)."""
+
+
+class BottleNeckBlockV1(_BottleNeckBlock):
     """Bottleneck residual block, post-activation (ResNet v1).
 
     `relu(shortcut + bn(conv1x1(relu(bn(conv3x3(relu(bn(conv1x1(x)))))))))`
@@ -99,19 +121,7 @@ class BottleNeckBlockV1(base.Module):
     TensorShape([1, 2, 2, 8])
     """
 
-    def __init__(
-        self,
-        channels: int,
-        stride: int | Sequence[int],
-        use_projection: bool,
-        bn_config: Mapping[str, Any],
-        name: str | None = None,
-    ):
-        super().__init__(name=name)
-        self._channels = _check_channels(channels)
-        self._stride = _check_stride(stride)
-        self._use_projection = checks.flag("use_projection", use_projection)
-        self._bn_config = _check_bn_config(bn_config)
+    def _build(self, channels: int, bn_config: Any) -> None:
         if "scale_init" in self._bn_config:
             raise utils.bad_value(
                 "bn_config",
@@ -162,7 +172,7 @@ class BottleNeckBlockV1(base.Module):
         return tf.nn.relu(net + shortcut)
 
 
-class BottleNeckBlockV2(base.Module):
+class BottleNeckBlockV2(_BottleNeckBlock):
     """Bottleneck residual block, pre-activation (ResNet v2).
 
     For `i` in 0..2: `net = conv_i(relu(bn_i(net)))`; the output is `net +
@@ -183,19 +193,7 @@ class BottleNeckBlockV2(base.Module):
     TensorShape([1, 4, 4, 8])
     """
 
-    def __init__(
-        self,
-        channels: int,
-        stride: int | Sequence[int],
-        use_projection: bool,
-        bn_config: Mapping[str, Any],
-        name: str | None = None,
-    ):
-        super().__init__(name=name)
-        self._channels = _check_channels(channels)
-        self._stride = _check_stride(stride)
-        self._use_projection = checks.flag("use_projection", use_projection)
-        self._bn_config = _check_bn_config(bn_config)
+    def _build(self, channels: int, bn_config: Any) -> None:
         if self._use_projection:
             self._proj_conv = _conv(channels, 1, self._stride, "shortcut_conv")
         self._conv_0 = _conv(channels // 4, 1, 1, "conv_0")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -106,6 +106,44 @@ def _dropout_rate(value: Any) -> tuple[Any, bool]:
     return rate, used
 
 
+class _BlockArgs(NamedTuple):
+    """A block's constructor arguments, checked and resolved."""
+
+    num_heads: int
+    model_size: int
+    key_size: int
+    mlp_hidden_size: int
+    activation: str
+    norm: str
+    dropout_rate: Any
+    use_dropout: bool
+    causal: bool
+    with_bias: bool
+
+
+def _block_args(
+    num_heads: Any,
+    model_size: Any,
+    key_size: Any,
+    mlp_hidden_size: Any,
+    activation: Any,
+    norm: Any,
+    dropout_rate: Any,
+    causal: Any,
+    w_init: Any,
+    with_bias: Any,
+) -> _BlockArgs:
+    """The checks of `TransformerBlock` and `Transformer` (one place for both)."""
+    sizes = _sizes(num_heads, model_size, key_size, mlp_hidden_size)
+    activation = _choice("activation", activation, _ACTIVATIONS)
+    norm = _choice("norm", norm, _NORMS)
+    rate, use_dropout = _dropout_rate(dropout_rate)
+    causal = checks.flag("causal", causal)
+    with_bias = checks.flag("with_bias", with_bias)
+    checks.initializer("w_init", w_init)
+    return _BlockArgs(*sizes, activation, norm, rate, use_dropout, causal, with_bias)
+
+
 def _training(is_training: Any) -> bool | tf.Tensor:
     return checks.mode_flag("is_training", is_training)
 
@@ -184,48 +222,51 @@ class TransformerBlock(base.Module):
         with_bias: bool = True,
         name: str | None = None,
     ):
-        num_heads, model_size, key_size, mlp_hidden_size = _sizes(
-            num_heads, model_size, key_size, mlp_hidden_size
+        args = _block_args(
+            num_heads,
+            model_size,
+            key_size,
+            mlp_hidden_size,
+            activation,
+            norm,
+            dropout_rate,
+            causal,
+            w_init,
+            with_bias,
         )
-        activation = _choice("activation", activation, _ACTIVATIONS)
-        norm = _choice("norm", norm, _NORMS)
-        dropout_rate, use_dropout = _dropout_rate(dropout_rate)
-        causal = checks.flag("causal", causal)
-        with_bias = checks.flag("with_bias", with_bias)
-        checks.initializer("w_init", w_init)
         super().__init__(name=name)
-        self.num_heads = num_heads
-        self.model_size = model_size
-        self.key_size = key_size
-        self.mlp_hidden_size = mlp_hidden_size
-        self.activation = activation
-        self.norm = norm
-        self.dropout_rate = dropout_rate
-        self.causal = causal
-        self._use_dropout = use_dropout
-        self.attention_norm = _norm(norm, "attention_norm")
+        self.num_heads = args.num_heads
+        self.model_size = args.model_size
+        self.key_size = args.key_size
+        self.mlp_hidden_size = args.mlp_hidden_size
+        self.activation = args.activation
+        self.norm = args.norm
+        self.dropout_rate = args.dropout_rate
+        self.causal = args.causal
+        self._use_dropout = args.use_dropout
+        self.attention_norm = _norm(args.norm, "attention_norm")
         self.attention = attention_lib.MultiHeadAttention(
-            num_heads=num_heads,
-            key_size=key_size,
-            model_size=model_size,
+            num_heads=args.num_heads,
+            key_size=args.key_size,
+            model_size=args.model_size,
             num_kv_heads=num_kv_heads,
             w_init=w_init,
-            with_bias=with_bias,
+            with_bias=args.with_bias,
             rotary=rotary,
             rotary_base=rotary_base,
             name="attention",
         )
-        self.mlp_norm = _norm(norm, "mlp_norm")
+        self.mlp_norm = _norm(args.norm, "mlp_norm")
 
         def linear(size: int, name: str) -> linear_lib.Linear:
             return linear_lib.Linear(
-                size, with_bias=with_bias, w_init=w_init, name=name
+                size, with_bias=args.with_bias, w_init=w_init, name=name
             )
 
-        self.mlp_in = linear(mlp_hidden_size, "mlp_in")
-        if activation == "swiglu":
-            self.mlp_gate = linear(mlp_hidden_size, "mlp_gate")
-        self.mlp_out = linear(model_size, "mlp_out")
+        self.mlp_in = linear(args.mlp_hidden_size, "mlp_in")
+        if args.activation == "swiglu":
+            self.mlp_gate = linear(args.mlp_hidden_size, "mlp_gate")
+        self.mlp_out = linear(args.model_size, "mlp_out")
 
     @utils.no_autograph
     def __call__(
@@ -305,14 +346,9 @@ class TransformerBlock(base.Module):
 
     @base.no_name_scope
     def _dropout(self, x: tf.Tensor, training: bool | tf.Tensor) -> tf.Tensor:
-        if not self._use_dropout or training is False:
+        if not self._use_dropout:
             return x
-        rate = self.dropout_rate
-        if training is True:
-            return tf.nn.dropout(x, rate=rate)
-        return tf.cond(
-            training, lambda: tf.nn.dropout(x, rate=rate), lambda: tf.identity(x)
-        )
+        return dropout_lib.when_training(x, self.dropout_rate, training)
 
     def initial_cache(
         self, batch_size: Any, max_length: Any, dtype: Any = None
@@ -442,37 +478,42 @@ class Transformer(base.Module):
         name: str | None = None,
     ):
         num_layers = checks.size("num_layers", num_layers)
-        num_heads, model_size, key_size, mlp_hidden_size = _sizes(
-            num_heads, model_size, key_size, mlp_hidden_size
+        args = _block_args(
+            num_heads,
+            model_size,
+            key_size,
+            mlp_hidden_size,
+            activation,
+            norm,
+            dropout_rate,
+            causal,
+            w_init,
+            with_bias,
         )
-        activation = _choice("activation", activation, _ACTIVATIONS)
-        norm = _choice("norm", norm, _NORMS)
-        dropout_rate, _ = _dropout_rate(dropout_rate)
-        causal = checks.flag("causal", causal)
         super().__init__(name=name)
         self.num_layers = num_layers
-        self.model_size = model_size
-        self.causal = causal
+        self.model_size = args.model_size
+        self.causal = args.causal
         self.blocks = [
             TransformerBlock(
-                num_heads=num_heads,
-                model_size=model_size,
-                key_size=key_size,
-                mlp_hidden_size=mlp_hidden_size,
+                num_heads=args.num_heads,
+                model_size=args.model_size,
+                key_size=args.key_size,
+                mlp_hidden_size=args.mlp_hidden_size,
                 num_kv_heads=num_kv_heads,
-                activation=activation,
-                norm=norm,
-                dropout_rate=dropout_rate,
-                causal=causal,
+                activation=args.activation,
+                norm=args.norm,
+                dropout_rate=args.dropout_rate,
+                causal=args.causal,
                 rotary=rotary,
                 rotary_base=rotary_base,
                 w_init=w_init,
-                with_bias=with_bias,
+                with_bias=args.with_bias,
                 name=f"block_{i}",
             )
             for i in range(num_layers)
         ]
-        self.final_norm = _norm(norm, "final_norm")
+        self.final_norm = _norm(args.norm, "final_norm")
         # A plain tuple for the loop in `__call__` (not tracked: checkpoints
         # and `variables` see `blocks` only).
         vars(self)["_block_tuple"] = tuple(self.blocks)
