@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import tensorflow as tf
+
 
 @dataclasses.dataclass(frozen=True)
 class Case:
@@ -84,3 +86,20 @@ def from_kwargs(
         call=call,
         ctor_kwargs=kwargs,
     )
+
+
+def sequence(*shape: int, seed: int = 0) -> tf.Tensor:
+    """A deterministic float32 input of `shape` with values in [-2, 2]."""
+    n = 1
+    for d in shape:
+        n *= d
+    x = tf.reshape(tf.range(n, dtype=tf.float32), shape)
+    return tf.sin(x * 0.37 + seed) * 2.0
+
+
+def ramp(*shape: int) -> tuple[tf.Tensor]:
+    """A one-input tuple: float32 values rising evenly in [-0.5, 0.5)."""
+    size = 1
+    for d in shape:
+        size *= d
+    return (tf.reshape(tf.range(size, dtype=tf.float32) / size - 0.5, shape),)

@@ -6,14 +6,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 import sonnet as snt
+from tests.conformance import case
 from tests.conformance.case import Case
 
-
-def _x(*shape: int) -> tuple[tf.Tensor]:
-    size = 1
-    for d in shape:
-        size *= d
-    return (tf.reshape(tf.range(size, dtype=tf.float32) / size - 0.5, shape),)
+_x = case.ramp
 
 
 CASES = [

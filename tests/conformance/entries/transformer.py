@@ -13,12 +13,7 @@ from tests.conformance import case
 _case = case.from_kwargs
 
 
-def _sequence(*shape: int, seed: int = 0) -> tf.Tensor:
-    n = 1
-    for d in shape:
-        n *= d
-    x = tf.reshape(tf.range(n, dtype=tf.float32), shape)
-    return tf.sin(x * 0.37 + seed) * 2.0
+_sequence = case.sequence
 
 
 def _train(module: Any, x: tf.Tensor) -> tf.Tensor:
