@@ -158,6 +158,10 @@ def test_instance_norm_is_a_layer_norm():
             "`offset_init` must be None when `create_offset=False`",
         ),
         ({"scale_init": 1.0}, TypeError, "`scale_init` must be a callable"),
+        # As in the original, the data format comes first, then an unused
+        # initializer (before its type).
+        ({"scale_init": 1.0, "create_scale": False}, ValueError, "`scale_init`"),
+        ({"scale_init": 1.0, "data_format": "XYZ"}, ValueError, "`data_format`"),
         ({"eps": None}, ValueError, "`eps` must be a number"),
         ({"eps": "x"}, tf.errors.InvalidArgumentError, "`eps` must be a number"),
         ({"eps": float("nan")}, ValueError, "`eps` must be finite"),

@@ -146,6 +146,8 @@ def test_repr():
             ValueError,
             "`offset_init` must be None",
         ),
+        # As in the original, the unused-initializer check comes first.
+        ({"create_offset": False, "offset_init": "x"}, ValueError, "`offset_init`"),
         ({"eps": "x"}, TypeError, "`eps`"),
         ({"data_format": "WHAT"}, ValueError, "`data_format`"),
     ],

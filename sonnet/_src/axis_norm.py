@@ -9,6 +9,7 @@ from typing import Any, cast
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, precision, utils
+from sonnet._src.norm_params import NormParams, as_inputs
 from sonnet._src.once import once
 
 AxisLike = int | slice | Sequence[int]
@@ -101,142 +102,6 @@ def resolve_axis(axis: tuple[int, ...] | slice, rank: int) -> tuple[int, ...]:
     return tuple(sorted(resolved))
 
 
-def as_inputs(inputs: Any) -> tf.Tensor:
-    """`inputs` as a tensor; None or a string is also an `AttributeError`.
-
-    The original read `inputs.shape` (AttributeError) before anything else.
-    """
-    if isinstance(inputs, (tf.Tensor, tf.Variable)):
-        return inputs  # type: ignore[return-value]
-    if inputs is None or isinstance(inputs, (str, bytes)):
-        raise checks.lacks_attribute("inputs", "must be a tensor", inputs)
-    return utils.to_tensor("inputs", inputs)
-
-
-class NormParams:
-    """Shared constructor checks and lazy `scale`/`offset` creation."""
-
-    def check_common(
-        self: Any,
-        create_scale: Any,
-        create_offset: Any,
-        eps: Any,
-        scale_init: Any,
-        offset_init: Any,
-        data_format: Any,
-    ) -> None:
-        self._create_scale = checks.flag("create_scale", create_scale)
-        self._create_offset = checks.flag("create_offset", create_offset)
-        # The original passed `eps` to TF: None failed as a ValueError, a
-        # string in the op (InvalidArgumentError); a negative one is accepted.
-        if eps is None:
-            raise utils.bad_value("eps", "must be a number", eps)
-        if isinstance(eps, (str, bytes)):
-            raise checks.invalid_argument_type("eps", "must be a number", eps)
-        self._eps = checks.tf_real("eps", eps, float_tensor=True)
-        checks.initializer("scale_init", scale_init)
-        checks.initializer("offset_init", offset_init)
-        checks.unused_initializer(
-            "scale_init", scale_init, "create_scale", self._create_scale
-        )
-        checks.unused_initializer(
-            "offset_init", offset_init, "create_offset", self._create_offset
-        )
-        self._channel_index = utils.get_channel_index(data_format)
-        self._data_format = data_format
-        self._scale_init = scale_init or initializers.Ones()
-        self._offset_init = offset_init or initializers.Zeros()
-
-    def build_params(self: Any, inputs: tf.Tensor) -> None:
-        """Checks the first input and creates `scale`/`offset` (or sets None)."""
-        shape = inputs.shape
-        if shape.rank is None or shape.rank < 2:
-            # The original indexed the shape of a scalar (`IndexError`).
-            make = checks.invalid_argument_index if shape.rank == 0 else utils.bad_value
-            raise make(
-                "inputs", "must have a known rank >= 2 (batch and channels)", inputs
-            )
-        if not inputs.dtype.is_floating:
-            # The original's moments failed on integers: InvalidArgumentError.
-            raise checks.invalid_argument_type(
-                "inputs", "must have a floating point dtype", inputs
-            )
-        rank = shape.rank
-        channel_axis = rank - 1 if self._channel_index == -1 else 1
-        channels = shape[channel_axis]
-        # Only the parameters need a known number of channels.
-        needs_channels = self._create_scale or self._create_offset
-        if channels == 0 or (channels is None and needs_channels):
-            raise utils.bad_value(
-                "inputs",
-                "must have a statically known, non-zero number of channels",
-                inputs,
-            )
-        self._rank = rank
-        self._channel_axis = channel_axis
-        self._channels = channels
-        self._dtype = inputs.dtype
-        if channel_axis == rank - 1:
-            params_shape = [channels]
-        else:
-            params_shape = [channels] + [1] * (rank - 2)
-        self._params_shape = params_shape
-
-    def create_params(self: Any) -> None:
-        if self._create_scale:
-            self.scale = tf.Variable(
-                self._scale_init(self._params_shape, self._dtype), name="scale"
-            )
-        else:
-            self.scale = None
-        if self._create_offset:
-            self.offset = tf.Variable(
-                self._offset_init(self._params_shape, self._dtype), name="offset"
-            )
-        else:
-            self.offset = None
-
-    def check_params(self: Any, scale: Any, offset: Any) -> None:
-        """Rejects call-time parameters the module creates itself."""
-        if scale is not None and self._create_scale:
-            raise utils.bad_value(
-                "scale",
-                "must be None when the module creates it (create_scale=True)",
-                scale,
-            )
-        if offset is not None and self._create_offset:
-            raise utils.bad_value(
-                "offset",
-                "must be None when the module creates it (create_offset=True)",
-                offset,
-            )
-
-    def check_inputs(self: Any, inputs: tf.Tensor) -> None:
-        """Per-call checks of the input's rank, channels and dtype."""
-        shape = inputs.shape
-        rank = shape.rank
-        if rank is None:
-            return
-        if rank != self._rank:
-            raise utils.bad_value(
-                "inputs", f"must keep the rank of the first call ({self._rank})", inputs
-            )
-        channels = shape[self._channel_axis]
-        if channels not in (None, self._channels) and self._channels is not None:
-            raise utils.bad_value(
-                "inputs",
-                f"must keep the number of channels of the first call "
-                f"({self._channels})",
-                inputs,
-            )
-        if inputs.dtype != self._dtype:
-            raise utils.bad_type(
-                "inputs",
-                f"must keep the dtype of the first call ({self._dtype.name})",
-                inputs,
-            )
-
-
 class LayerNorm(NormParams, base.Module):
     """Normalizes each example over the given axes (Ba et al., 2016).
 
@@ -296,7 +161,7 @@ class LayerNorm(NormParams, base.Module):
         self.build_params(inputs)
         # The axes of the first input, as the original stores them.
         self._axis = resolve_axis(self._axis, self._rank)
-        self.create_params()
+        self.create_params(self._params_shape, self._dtype)
         # Over the channels (last axis) only, with both parameters: graphs
         # take `_fused_layer_norm`.
         self._fused = (
@@ -332,7 +197,8 @@ class LayerNorm(NormParams, base.Module):
         policy = self._precision
         if policy is None:
             return self._normalize(inputs, scale, offset)
-        self.check_params(scale, offset)
+        if scale is not None or offset is not None:
+            self.check_params(scale, offset)
         dtype = policy.variable_dtype
         y = self._normalize(
             precision.cast(as_inputs(inputs), dtype),
@@ -345,10 +211,10 @@ class LayerNorm(NormParams, base.Module):
     def _normalize(
         self, inputs: Any, scale: tf.Tensor | None, offset: tf.Tensor | None
     ) -> tf.Tensor:
-        self.check_params(scale, offset)
+        if scale is not None or offset is not None:
+            self.check_params(scale, offset)
         inputs = as_inputs(inputs)
-        self._initialize(inputs)
-        self.check_inputs(inputs)
+        self.initialize_and_check(inputs)
         if scale is None:
             scale = self.scale
         if offset is None:

@@ -15,6 +15,7 @@ from sonnet._src import (
     precision,
     utils,
 )
+from sonnet._src.norm_params import NormParams, as_inputs, params_shape
 from sonnet._src.once import once
 
 # Inputs the fused kernel accepts (`FusedBatchNormV3` has T in {half, bfloat16,
@@ -23,7 +24,7 @@ from sonnet._src.once import once
 _FUSED_DTYPES = (tf.float32,)
 
 
-def _check_eps(eps: Any) -> Any:
+def _check_real_eps(eps: Any) -> Any:
     """`eps`: any real number but NaN (as a Python float), or a variable."""
     if isinstance(eps, (str, bytes)):
         # The original's ops failed on it (`TypeError` or, unfused,
@@ -38,13 +39,6 @@ def _check_eps(eps: Any) -> Any:
             raise utils.bad_value("eps", "must have a value known before the call", eps)
         eps = checks.real("eps", static)
     return eps
-
-
-def _convert_inputs(inputs: Any) -> tf.Tensor:
-    if inputs is None or isinstance(inputs, (str, bytes)):
-        # The original read `inputs.shape` (`AttributeError`).
-        raise checks.lacks_attribute("inputs", "must be a tensor", inputs)
-    return utils.to_tensor("inputs", inputs)
 
 
 def _reads_shape_only(metric: Any) -> bool:
@@ -78,7 +72,7 @@ def _empty_float32() -> tf.Tensor:
 _EMPTY: tf.Tensor | None = None
 
 
-class BaseBatchNorm(base.Module):
+class BaseBatchNorm(NormParams, base.Module):
     """Normalizes inputs per channel with batch or moving statistics.
 
     The output is `(x - mean) / sqrt(variance + eps) * scale + offset`, where
@@ -134,6 +128,13 @@ class BaseBatchNorm(base.Module):
     """
 
     _use_fused_kernel: bool = True
+    _always_create_params = True
+    scale: tf.Variable
+    offset: tf.Variable
+    _check_eps = staticmethod(_check_real_eps)
+    # The original's ops failed on inputs unlike the first call's.
+    _bad_input = staticmethod(checks.invalid_argument)
+    _bad_input_type = staticmethod(checks.invalid_argument_type)
 
     def __init__(
         self,
@@ -148,25 +149,9 @@ class BaseBatchNorm(base.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
-        self._create_scale = checks.flag("create_scale", create_scale)
-        self._create_offset = checks.flag("create_offset", create_offset)
-        # The original passed the flags on as `tf.Variable(trainable=...)`,
-        # where None means trainable.
-        self._scale_trainable = create_scale is None or self._create_scale
-        self._offset_trainable = create_offset is None or self._create_offset
-        self._eps = _check_eps(eps)
-        self._channel_index = utils.get_channel_index(data_format)
-        self._data_format = data_format
-        checks.unused_initializer(
-            "scale_init", scale_init, "create_scale", self._create_scale
+        self.check_common(
+            create_scale, create_offset, eps, scale_init, offset_init, data_format
         )
-        checks.unused_initializer(
-            "offset_init", offset_init, "create_offset", self._create_offset
-        )
-        checks.initializer("scale_init", scale_init)
-        checks.initializer("offset_init", offset_init)
-        self._scale_init = scale_init or initializers.Ones()
-        self._offset_init = offset_init or initializers.Zeros()
         self.moving_mean = moving_mean
         self.moving_variance = moving_variance
 
@@ -201,7 +186,7 @@ class BaseBatchNorm(base.Module):
         if policy is None:
             return self._normalize(inputs, is_training, test_local_stats, scale, offset)
         if not isinstance(inputs, (tf.Tensor, tf.Variable)):
-            inputs = _convert_inputs(inputs)
+            inputs = as_inputs(inputs)
         y = self._normalize(
             precision.cast(inputs, policy.variable_dtype),
             is_training,
@@ -221,18 +206,8 @@ class BaseBatchNorm(base.Module):
         offset: tf.Tensor | None,
     ) -> tf.Tensor:
         # The call, in the inputs' dtype (under the caller's name scope).
-        if scale is not None and self._create_scale:
-            raise utils.bad_value(
-                "scale",
-                "must be None when the module creates it (create_scale=True)",
-                scale,
-            )
-        if offset is not None and self._create_offset:
-            raise utils.bad_value(
-                "offset",
-                "must be None when the module creates it (create_offset=True)",
-                offset,
-            )
+        if scale is not None or offset is not None:
+            self.check_params(scale, offset)
         training = checks.mode_flag("is_training", is_training)
         if test_local_stats is None:
             # The original handed None to the fused kernel, whose default
@@ -240,9 +215,8 @@ class BaseBatchNorm(base.Module):
             test_local_stats = True
         local_stats = checks.mode_flag("test_local_stats", test_local_stats)
         if not isinstance(inputs, (tf.Tensor, tf.Variable)):
-            inputs = _convert_inputs(inputs)
-        self._initialize(inputs)
-        self._check_inputs(inputs)
+            inputs = as_inputs(inputs)
+        self.initialize_and_check(inputs)
         fused = self._fused and scale is None and offset is None
         if scale is not None:
             scale = self._given_parameter("scale", scale)
@@ -352,17 +326,7 @@ class BaseBatchNorm(base.Module):
         self.shape = tf.TensorShape(stats_shape)
         self._stats_shape = tuple(stats_shape)
 
-        params_shape = [channels] if channels_last else [channels] + [1] * (rank - 2)
-        self.scale = tf.Variable(
-            self._scale_init(params_shape, inputs.dtype),
-            trainable=self._scale_trainable,
-            name="scale",
-        )
-        self.offset = tf.Variable(
-            self._offset_init(params_shape, inputs.dtype),
-            trainable=self._offset_trainable,
-            name="offset",
-        )
+        self.create_params(params_shape(rank, channel_axis, channels), inputs.dtype)
 
         # Sonnet 2.0.2 used the fused kernel exactly for rank-4 channels-last
         # inputs, and that kernel returns the *unbiased* batch variance
@@ -387,33 +351,6 @@ class BaseBatchNorm(base.Module):
             self._fused_shape = None
         else:
             self._fused = False
-
-    def _check_inputs(self, inputs: tf.Tensor) -> None:
-        # The original's ops failed on such inputs (`InvalidArgumentError`).
-        shape = inputs.shape
-        rank = shape.rank
-        if rank is None:
-            return
-        if rank != self._rank:
-            raise checks.invalid_argument(
-                "inputs",
-                f"must keep the rank of the first call ({self._rank})",
-                inputs,
-            )
-        channels = shape[self._channel_axis]
-        if channels is not None and channels != self._channels:
-            raise checks.invalid_argument(
-                "inputs",
-                f"must keep the number of channels of the first call "
-                f"({self._channels})",
-                inputs,
-            )
-        if inputs.dtype != self._dtype:
-            raise checks.invalid_argument_type(
-                "inputs",
-                f"must keep the dtype of the first call ({self._dtype.name})",
-                inputs,
-            )
 
     def _batch_moments(self, inputs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Mean and population variance of the batch, with the keepdims shape."""

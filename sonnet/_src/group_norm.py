@@ -7,13 +7,8 @@ from typing import Any
 import tensorflow as tf
 
 from sonnet._src import base, checks, initializers, precision, utils
-from sonnet._src.axis_norm import (
-    AxisLike,
-    NormParams,
-    as_inputs,
-    check_axis,
-    resolve_axis,
-)
+from sonnet._src.axis_norm import AxisLike, check_axis, resolve_axis
+from sonnet._src.norm_params import NormParams, as_inputs
 from sonnet._src.once import once
 
 
@@ -102,7 +97,7 @@ class GroupNorm(NormParams, base.Module):
             self._group_axis = tuple(rank if a == rank - 1 else a for a in axis)
         else:
             self._group_axis = tuple(a if a == 0 else a + 1 for a in axis)
-        self.create_params()
+        self.create_params(self._params_shape, self._dtype)
 
     def _grouped_shape(self, inputs: tf.Tensor) -> list[Any] | tf.Tensor:
         dims = inputs.shape.as_list()
@@ -139,13 +134,13 @@ class GroupNorm(NormParams, base.Module):
           statistics and the normalization are then computed in its
           variable dtype, float32).
         """
-        self.check_params(scale, offset)
+        if scale is not None or offset is not None:
+            self.check_params(scale, offset)
         inputs = as_inputs(inputs)
         policy = self._precision
         if policy is not None:
             inputs = precision.cast(inputs, policy.variable_dtype)
-        self._initialize(inputs)
-        self.check_inputs(inputs)
+        self.initialize_and_check(inputs)
         if scale is None:
             scale = self.scale
         if offset is None:

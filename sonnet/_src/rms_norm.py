@@ -7,6 +7,7 @@ from typing import Any, cast
 import tensorflow as tf
 
 from sonnet._src import axis_norm, base, initializers, precision, utils
+from sonnet._src.norm_params import NormParams, as_inputs
 from sonnet._src.once import once
 
 # Dtypes whose statistics are computed in float32: squaring and averaging in
@@ -14,7 +15,7 @@ from sonnet._src.once import once
 _HALF_DTYPES = frozenset([tf.float16, tf.bfloat16])
 
 
-class RMSNorm(axis_norm.NormParams, base.Module):
+class RMSNorm(NormParams, base.Module):
     """Scales each example by the inverse root mean square over `axis`.
 
     `outputs = inputs / sqrt(mean(inputs**2, axis) + eps) * scale`: as
@@ -92,15 +93,14 @@ class RMSNorm(axis_norm.NormParams, base.Module):
         policy = self._precision
         if policy is None:
             return self._normalize(inputs)
-        inputs = precision.cast(axis_norm.as_inputs(inputs), policy.variable_dtype)
+        inputs = precision.cast(as_inputs(inputs), policy.variable_dtype)
         y = precision.cast(self._normalize(inputs), policy.compute_dtype)
         return precision.cast_outputs(policy, y)
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _normalize(self, inputs: Any) -> tf.Tensor:
-        inputs = axis_norm.as_inputs(inputs)
-        self._initialize(inputs)
-        self.check_inputs(inputs)
+        inputs = as_inputs(inputs)
+        self.initialize_and_check(inputs)
         dtype = self._compute_dtype
         x = inputs if inputs.dtype == dtype else tf.cast(inputs, dtype)
         axis = cast(tuple, self._axis)  # Resolved by the first call.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
-from sonnet._src import batch_norm, eager_init, once
+from sonnet._src import base, batch_norm, eager_init, once
 
 
 class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
@@ -19,8 +21,10 @@ class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
     external statistics); the moving variance is fed the population variance.
 
     It must be called in a replica context: inside `strategy.run`, or with no
-    strategy at all. Arguments, variables (`scale`, `offset`, always created)
-    and call signature are those of `snt.BaseBatchNorm`.
+    strategy at all; a call in the cross-replica context (inside
+    `strategy.scope()` but not inside `strategy.run`) raises a `TypeError`.
+    Arguments, variables (`scale`, `offset`, always created) and call
+    signature are those of `snt.BaseBatchNorm`.
 
     Args:
       create_scale: Whether `scale` is trainable.
@@ -47,20 +51,8 @@ class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
 
     _use_fused_kernel = False
 
-    def __call__(
-        self,
-        inputs: tf.Tensor,
-        is_training: bool | tf.Tensor,
-        test_local_stats: bool | tf.Tensor = False,
-        scale: tf.Tensor | None = None,
-        offset: tf.Tensor | None = None,
-    ) -> tf.Tensor:
-        """Normalizes `inputs` (see `snt.BaseBatchNorm.__call__`).
-
-        Raises:
-          TypeError: if called in cross-replica context (inside
-            `strategy.scope()` but not inside `strategy.run`).
-        """
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _normalize(self, *args: Any) -> tf.Tensor:
         if tf.distribute.in_cross_replica_context():
             raise TypeError(
                 "`CrossReplicaBatchNorm` must be called in a replica context "
@@ -68,7 +60,7 @@ class CrossReplicaBatchNorm(batch_norm.BaseBatchNorm):
                 "Received: a call in the cross-replica context of "
                 f"`{type(tf.distribute.get_strategy()).__name__}`."
             )
-        return super().__call__(inputs, is_training, test_local_stats, scale, offset)
+        return super()._normalize(*args)
 
     @once.once
     def _initialize(self, inputs: tf.Tensor) -> None:
