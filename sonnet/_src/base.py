@@ -404,4 +404,18 @@ class Optimizer(Module):
 
     @abc.abstractmethod
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
-        """Applies `updates` to `parameters`."""
+        """Applies `updates` to `parameters`.
+
+        Args:
+          updates: One per parameter: a dense tensor shaped like it, a
+            `tf.IndexedSlices` (row updates) or None (the parameter is left
+            alone), of the parameter's dtype.
+          parameters: The floating point `tf.Variable`s to update. Optimizers
+            with slot variables match them to parameters by position: pass the
+            same list, in the same order, on every call.
+
+        Raises:
+          ValueError / TypeError: Sonnet's optimizers check the whole call
+            first and name the offending entry, before any variable is
+            modified.
+        """

@@ -72,33 +72,17 @@ class Adam(base.Optimizer):
 
     @once.once
     def _initialize(self, parameters: Sequence[tf.Variable]) -> None:
-        with tf.name_scope("m"):
-            self.m.extend(opt_utils.slot_like(p) for p in parameters)
-        with tf.name_scope("v"):
-            self.v.extend(opt_utils.slot_like(p) for p in parameters)
+        opt_utils.create_slots(parameters, m=self.m, v=self.v)
 
     @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
-        """Applies `updates` to `parameters` (one per parameter, None skips).
+        """Applies `updates` to `parameters` (see `snt.Optimizer.apply`).
 
-        Args:
-          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
-            (row updates) or None, one per parameter, same dtype.
-          parameters: The floating point `tf.Variable`s to update; pass the same
-            list, in the same order, on every call.
-
-        Raises:
-          ValueError / TypeError: naming the offending entry, before any
-            variable is modified.
+        Increments `step` first; the first call creates `m` and `v`.
         """
-        checked = opt_utils.check_updates_parameters(updates, parameters)
-        opt_utils.check_replicated("step", self.step)
-        self._initialize(parameters)
-        opt_utils.check_same_parameters(parameters, self.m)
-        learning_rate = self.learning_rate
-        if self._scheduled:
-            learning_rate = opt_utils.scheduled_rate(learning_rate, self.step)
-        self.step.assign_add(1, read_value=False)
+        checked, learning_rate = opt_utils.begin_apply(
+            self, updates, parameters, self.m, step_every_apply=True
+        )
         step = tf.convert_to_tensor(self.step)
         cache = opt_utils.CastCache(
             lambda dtype: self._hyper(step, learning_rate, dtype)

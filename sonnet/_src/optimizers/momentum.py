@@ -62,32 +62,20 @@ class Momentum(base.Optimizer):
 
     @once.once
     def _initialize(self, parameters: Sequence[tf.Variable]) -> None:
-        with tf.name_scope("accumulated_momentum"):
-            self.accumulated_momentum.extend(opt_utils.slot_like(p) for p in parameters)
+        opt_utils.create_slots(
+            parameters, accumulated_momentum=self.accumulated_momentum
+        )
 
     @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
-        """Applies `updates` to `parameters` (one per parameter, None skips).
+        """Applies `updates` to `parameters` (see `snt.Optimizer.apply`).
 
-        Args:
-          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
-            (row updates) or None, one per parameter, same dtype.
-          parameters: The floating point `tf.Variable`s to update; pass the same
-            list, in the same order, on every call.
-
-        Raises:
-          ValueError / TypeError: naming the offending entry, before any
-            variable is modified.
+        The first call creates `accumulated_momentum`, one per parameter.
         """
         checked, learning_rate = opt_utils.begin_apply(
             self, updates, parameters, self.accumulated_momentum
         )
-        hyper = opt_utils.CastCache(
-            lambda dtype: (
-                opt_utils.cast(learning_rate, dtype),
-                opt_utils.cast(self.momentum, dtype),
-            )
-        )
+        hyper = opt_utils.CastCache(opt_utils.casts(learning_rate, self.momentum))
         nesterov = self.use_nesterov
         opt_utils.for_each_update(
             lambda p, g, acc: _momentum_rule(p, g, acc, hyper, nesterov),
@@ -95,6 +83,10 @@ class Momentum(base.Optimizer):
             parameters,
             self.accumulated_momentum,
         )
+
+
+# The fused kernels: (dense, sparse).
+_KERNELS = (tf.raw_ops.ResourceApplyMomentum, tf.raw_ops.ResourceSparseApplyMomentum)
 
 
 def _momentum_rule(
@@ -105,37 +97,29 @@ def _momentum_rule(
     nesterov: bool,
 ) -> None:
     param, acc = opt_utils.Ref(parameter), opt_utils.Ref(accumulator)
-    fused = param.fused(acc)
-    lr, mu = hyper(param.dtype if fused else param.compute_dtype)
+    if param.fused(acc):
+        lr, mu = hyper(param.dtype)
+        opt_utils.fused_apply(
+            _KERNELS,
+            update,
+            var=param.handle,
+            accum=acc.handle,
+            lr=lr,
+            momentum=mu,
+            use_nesterov=nesterov,
+        )
+        return
+    dtype = param.compute_dtype
+    lr, mu = hyper(dtype)
     if isinstance(update, tf.IndexedSlices):
         values, indices = opt_utils.deduplicate(update)
-        if fused:
-            tf.raw_ops.ResourceSparseApplyMomentum(
-                var=param.handle,
-                accum=acc.handle,
-                lr=lr,
-                grad=values,
-                indices=indices,
-                momentum=mu,
-                use_nesterov=nesterov,
-            )
-            return
-        values = tf.cast(values, param.compute_dtype)
+        values = tf.cast(values, dtype)
         new_acc = mu * acc.gather(indices) + values
         acc.scatter_update(indices, new_acc)
         step = lr * (mu * new_acc + values) if nesterov else lr * new_acc
         param.scatter_sub(indices, step)
-    elif fused:
-        tf.raw_ops.ResourceApplyMomentum(
-            var=param.handle,
-            accum=acc.handle,
-            lr=lr,
-            grad=update,
-            momentum=mu,
-            use_nesterov=nesterov,
-        )
     else:
-        update = tf.cast(update, param.compute_dtype)
+        update = tf.cast(update, dtype)
         new_acc = mu * acc.read() + update
         acc.assign(new_acc)
         param.assign_sub(lr * (mu * new_acc + update) if nesterov else lr * new_acc)

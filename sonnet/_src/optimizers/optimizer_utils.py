@@ -81,32 +81,36 @@ def scheduled_rate(schedule: Callable[[tf.Tensor], Any], step: tf.Variable) -> A
     return checks.real("learning_rate(step)", schedule(tf.convert_to_tensor(step)))
 
 
-def advance_schedule(schedule: Callable[[tf.Tensor], Any], step: tf.Variable) -> Any:
-    """For optimizers whose only use of `step` is the schedule: the rate of
-    this `apply` (`schedule(step)`), then `step += 1`."""
-    check_replicated("step", step)
-    rate = scheduled_rate(schedule, step)
-    step.assign_add(1, read_value=False)
-    return rate
-
-
 def begin_apply(
     optimizer: Any,
     updates: Sequence[Any],
     parameters: Sequence[tf.Variable],
     slots: Sequence[tf.Variable] | None = None,
+    *,
+    step_every_apply: bool = False,
 ) -> tuple[list[Update], Any]:
-    """The opening of an `apply` whose only use of `step` is a schedule (SGD,
-    Momentum, RMSProp): checks the call, creates the slots on the first one
-    (`optimizer._initialize(parameters)`, when `slots` is given) and checks
-    they match, then returns the checked updates and this step's rate."""
+    """The opening of every `apply`: checks the call, creates the slots on the
+    first one (`optimizer._initialize(parameters)`, when `slots` is given) and
+    checks that they match, then returns the checked updates and this call's
+    learning rate (a schedule's at `optimizer.step` before its increment).
+
+    `optimizer.step` counts every `apply` with `step_every_apply` (Adam; then
+    it is checked before the slots are made), otherwise only with a schedule
+    (checked after the slots).
+    """
     checked = check_updates_parameters(updates, parameters)
+    if step_every_apply:
+        check_replicated("step", optimizer.step)
     if slots is not None:
         optimizer._initialize(parameters)  # The caller's own.
         check_same_parameters(parameters, slots)
     learning_rate = optimizer.learning_rate
     if optimizer._scheduled:  # The caller's own.
-        learning_rate = advance_schedule(learning_rate, optimizer.step)
+        if not step_every_apply:
+            check_replicated("step", optimizer.step)
+        learning_rate = scheduled_rate(learning_rate, optimizer.step)
+    if step_every_apply or optimizer._scheduled:
+        optimizer.step.assign_add(1, read_value=False)
     return checked, learning_rate
 
 
@@ -371,6 +375,16 @@ def slot_like(parameter: tf.Variable) -> tf.Variable:
     return utils.variable_like(parameter)
 
 
+def create_slots(
+    parameters: Sequence[tf.Variable], /, **slot_lists: list[tf.Variable]
+) -> None:
+    """Extends each of `slot_lists`, in order, with one `slot_like` per
+    parameter, made in a name scope named by its keyword."""
+    for scope, slots in slot_lists.items():
+        with tf.name_scope(scope):
+            slots.extend(slot_like(p) for p in parameters)
+
+
 # ---------------------------------------------------------------------------
 # Routing updates to variables.
 
@@ -415,12 +429,30 @@ def deduplicate(update: tf.IndexedSlices) -> tuple[tf.Tensor, tf.Tensor]:
     return values, unique
 
 
+def fused_apply(
+    kernels: tuple[Callable[..., Any], Callable[..., Any]],
+    update: Update,
+    **arguments: Any,
+) -> None:
+    """Runs one of a `(dense, sparse)` pair of fused `ResourceApply*` kernels:
+    the sparse one on the de-duplicated rows of a `tf.IndexedSlices` update,
+    the dense one on a dense update (`grad`; `arguments` are the rest)."""
+    dense, sparse = kernels
+    if isinstance(update, tf.IndexedSlices):
+        values, indices = deduplicate(update)
+        sparse(grad=values, indices=indices, **arguments)
+    else:
+        dense(grad=update, **arguments)
+
+
 class Ref:
     """Reads and writes one variable through its resource handle.
 
     Replica-local variables do not offer `sparse_read`/`scatter_*` as methods,
     but their handle (the local copy's, inside `strategy.run`) supports the
-    raw ops. Variables without a resource handle fall back to their methods.
+    raw ops. A variable without a resource handle (`snt.functional`'s) makes
+    a `_MethodRef` instead, which uses its methods: the class is chosen once,
+    on construction, so no method tests for the handle.
 
     Reads return `compute_dtype` and writes accept it: half-precision
     variables are computed on in float32 (bfloat16 rounds e.g. 0.999 to 1.0,
@@ -438,6 +470,8 @@ class Ref:
             self.handle = variable.handle  # type: ignore[attr-defined]
         except AttributeError:
             self.handle = None
+            # The same slots; only the methods change.
+            self.__class__ = _MethodRef  # pyright: ignore[reportAttributeAccessIssue]
 
     def _load(self, value: tf.Tensor) -> tf.Tensor:
         return tf.cast(value, self.compute_dtype)
@@ -446,29 +480,17 @@ class Ref:
         return tf.cast(value, self.dtype)
 
     def read(self) -> tf.Tensor:
-        if self.handle is None:
-            return self._load(tf.convert_to_tensor(self.variable))
         return self._load(
             tf.raw_ops.ReadVariableOp(resource=self.handle, dtype=self.dtype)
         )
 
     def assign(self, value: tf.Tensor) -> None:
-        value = self._store(value)
-        if self.handle is None:
-            self.variable.assign(value)
-        else:
-            tf.raw_ops.AssignVariableOp(resource=self.handle, value=value)
+        tf.raw_ops.AssignVariableOp(resource=self.handle, value=self._store(value))
 
     def assign_sub(self, value: tf.Tensor) -> None:
-        value = self._store(value)
-        if self.handle is None:
-            self.variable.assign_sub(value)
-        else:
-            tf.raw_ops.AssignSubVariableOp(resource=self.handle, value=value)
+        tf.raw_ops.AssignSubVariableOp(resource=self.handle, value=self._store(value))
 
     def gather(self, indices: tf.Tensor) -> tf.Tensor:
-        if self.handle is None:
-            return self._load(self.variable.sparse_read(indices))
         return self._load(
             tf.raw_ops.ResourceGather(
                 resource=self.handle, indices=indices, dtype=self.dtype
@@ -476,22 +498,14 @@ class Ref:
         )
 
     def scatter_update(self, indices: tf.Tensor, values: tf.Tensor) -> None:
-        values = self._store(values)
-        if self.handle is None:
-            self.variable.scatter_update(tf.IndexedSlices(values, indices))
-        else:
-            tf.raw_ops.ResourceScatterUpdate(
-                resource=self.handle, indices=indices, updates=values
-            )
+        tf.raw_ops.ResourceScatterUpdate(
+            resource=self.handle, indices=indices, updates=self._store(values)
+        )
 
     def scatter_sub(self, indices: tf.Tensor, values: tf.Tensor) -> None:
-        values = self._store(values)
-        if self.handle is None:
-            self.variable.scatter_sub(tf.IndexedSlices(values, indices))
-        else:
-            tf.raw_ops.ResourceScatterSub(
-                resource=self.handle, indices=indices, updates=values
-            )
+        tf.raw_ops.ResourceScatterSub(
+            resource=self.handle, indices=indices, updates=self._store(values)
+        )
 
     def fused(self, *others: Ref) -> bool:
         """True if the fused kernels apply: resource variables of a fused
@@ -503,12 +517,41 @@ class Ref:
         )
 
 
+class _MethodRef(Ref):
+    """A `Ref` of a variable without a resource handle: uses its methods."""
+
+    __slots__ = ()
+
+    def read(self) -> tf.Tensor:
+        return self._load(tf.convert_to_tensor(self.variable))
+
+    def assign(self, value: tf.Tensor) -> None:
+        self.variable.assign(self._store(value))
+
+    def assign_sub(self, value: tf.Tensor) -> None:
+        self.variable.assign_sub(self._store(value))
+
+    def gather(self, indices: tf.Tensor) -> tf.Tensor:
+        return self._load(self.variable.sparse_read(indices))
+
+    def scatter_update(self, indices: tf.Tensor, values: tf.Tensor) -> None:
+        self.variable.scatter_update(tf.IndexedSlices(self._store(values), indices))
+
+    def scatter_sub(self, indices: tf.Tensor, values: tf.Tensor) -> None:
+        self.variable.scatter_sub(tf.IndexedSlices(self._store(values), indices))
+
+
 def cast(value: Any, dtype: tf.DType) -> tf.Tensor:
     """`value` as a `dtype` tensor; Python numbers are converted directly (not
     through float32), so float64 updates get float64-exact hyper-parameters."""
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return tf.cast(value, dtype)
     return tf.constant(value, dtype)
+
+
+def casts(*values: Any) -> Callable[[tf.DType], list[tf.Tensor]]:
+    """For `CastCache`: the hyper-parameters `values`, each `cast` to a dtype."""
+    return lambda dtype: [cast(value, dtype) for value in values]
 
 
 class CastCache:

@@ -74,38 +74,21 @@ class RMSProp(base.Optimizer):
 
     @once.once
     def _initialize(self, parameters: Sequence[tf.Variable]) -> None:
-        with tf.name_scope("momentum"):
-            self.mom.extend(opt_utils.slot_like(p) for p in parameters)
-        with tf.name_scope("rms"):
-            self.ms.extend(opt_utils.slot_like(p) for p in parameters)
+        opt_utils.create_slots(parameters, momentum=self.mom, rms=self.ms)
         if self.centered:
-            with tf.name_scope("mg"):
-                self.mg.extend(opt_utils.slot_like(p) for p in parameters)
+            opt_utils.create_slots(parameters, mg=self.mg)
 
     @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
-        """Applies `updates` to `parameters` (one per parameter, None skips).
+        """Applies `updates` to `parameters` (see `snt.Optimizer.apply`).
 
-        Args:
-          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
-            (row updates) or None, one per parameter, same dtype.
-          parameters: The floating point `tf.Variable`s to update; pass the same
-            list, in the same order, on every call.
-
-        Raises:
-          ValueError / TypeError: naming the offending entry, before any
-            variable is modified.
+        The first call creates the slots `mom`, `ms` (and `mg`), one per parameter.
         """
         checked, learning_rate = opt_utils.begin_apply(
             self, updates, parameters, self.ms
         )
         hyper = opt_utils.CastCache(
-            lambda dtype: (
-                opt_utils.cast(learning_rate, dtype),
-                opt_utils.cast(self.decay, dtype),
-                opt_utils.cast(self.momentum, dtype),
-                opt_utils.cast(self.epsilon, dtype),
-            )
+            opt_utils.casts(learning_rate, self.decay, self.momentum, self.epsilon)
         )
         if self.centered:
             opt_utils.for_each_update(
@@ -126,6 +109,14 @@ class RMSProp(base.Optimizer):
             )
 
 
+# The fused kernels, (dense, sparse): plain and centered.
+_KERNELS = (tf.raw_ops.ResourceApplyRMSProp, tf.raw_ops.ResourceSparseApplyRMSProp)
+_CENTERED_KERNELS = (
+    tf.raw_ops.ResourceApplyCenteredRMSProp,
+    tf.raw_ops.ResourceSparseApplyCenteredRMSProp,
+)
+
+
 def _rmsprop_rule(
     parameter: tf.Variable,
     update: Any,
@@ -140,55 +131,36 @@ def _rmsprop_rule(
     fused = param.fused(mom, ms) if mg is None else param.fused(mom, ms, mg)
     dtype = param.dtype if fused else param.compute_dtype
     lr, decay, momentum, epsilon = hyper(dtype)
-    kernel_hyper = dict(lr=lr, rho=decay, momentum=momentum, epsilon=epsilon)
-    if isinstance(update, tf.IndexedSlices):
-        values, indices = opt_utils.deduplicate(update)
-        if fused and mg is None:
-            tf.raw_ops.ResourceSparseApplyRMSProp(
-                var=param.handle,
-                ms=ms.handle,
-                mom=mom.handle,
-                grad=values,
-                indices=indices,
-                **kernel_hyper,
-            )
-        elif fused and mg is not None:
-            tf.raw_ops.ResourceSparseApplyCenteredRMSProp(
-                var=param.handle,
-                mg=mg.handle,
-                ms=ms.handle,
-                mom=mom.handle,
-                grad=values,
-                indices=indices,
-                **kernel_hyper,
-            )
-        else:
-            values = tf.cast(values, dtype)
-            new_ms = tf.square(values) * (1 - decay) + ms.gather(indices) * decay
-            ms.scatter_update(indices, new_ms)
-            denominator = new_ms + epsilon
-            if mg is not None:
-                new_mg = values * (1 - decay) + mg.gather(indices) * decay
-                mg.scatter_update(indices, new_mg)
-                denominator -= tf.square(new_mg)
-            new_mom = momentum * mom.gather(indices) + lr * values * tf.math.rsqrt(
-                denominator
-            )
-            mom.scatter_update(indices, new_mom)
-            param.scatter_sub(indices, new_mom)
-    elif fused and mg is None:
-        tf.raw_ops.ResourceApplyRMSProp(
-            var=param.handle, ms=ms.handle, mom=mom.handle, grad=update, **kernel_hyper
-        )
-    elif fused and mg is not None:
-        tf.raw_ops.ResourceApplyCenteredRMSProp(
+    if fused:
+        kernels, slots = _KERNELS, dict(ms=ms.handle, mom=mom.handle)
+        if mg is not None:
+            kernels = _CENTERED_KERNELS
+            slots["mg"] = mg.handle
+        opt_utils.fused_apply(
+            kernels,
+            update,
             var=param.handle,
-            mg=mg.handle,
-            ms=ms.handle,
-            mom=mom.handle,
-            grad=update,
-            **kernel_hyper,
+            lr=lr,
+            rho=decay,
+            momentum=momentum,
+            epsilon=epsilon,
+            **slots,
         )
+    elif isinstance(update, tf.IndexedSlices):
+        values, indices = opt_utils.deduplicate(update)
+        values = tf.cast(values, dtype)
+        new_ms = tf.square(values) * (1 - decay) + ms.gather(indices) * decay
+        ms.scatter_update(indices, new_ms)
+        denominator = new_ms + epsilon
+        if mg is not None:
+            new_mg = values * (1 - decay) + mg.gather(indices) * decay
+            mg.scatter_update(indices, new_mg)
+            denominator -= tf.square(new_mg)
+        new_mom = momentum * mom.gather(indices) + lr * values * tf.math.rsqrt(
+            denominator
+        )
+        mom.scatter_update(indices, new_mom)
+        param.scatter_sub(indices, new_mom)
     else:
         update = tf.cast(update, dtype)
         new_ms = tf.square(update) * (1 - decay) + ms.read() * decay

@@ -43,16 +43,9 @@ class SGD(base.Optimizer):
 
     @utils.no_autograph
     def apply(self, updates: Sequence[Any], parameters: Sequence[tf.Variable]) -> None:
-        """Applies `updates` to `parameters` (one per parameter, None skips).
+        """Applies `updates` to `parameters` (see `snt.Optimizer.apply`).
 
-        Args:
-          updates: Dense tensors shaped like their parameter, `tf.IndexedSlices`
-            (row updates) or None, one per parameter, same dtype.
-          parameters: The floating point `tf.Variable`s to update.
-
-        Raises:
-          ValueError / TypeError: naming the offending entry, before any
-            variable is modified.
+        SGD keeps no slots, so each call may pass other parameters.
         """
         checked, learning_rate = opt_utils.begin_apply(self, updates, parameters)
         hyper = opt_utils.CastCache(lambda dtype: opt_utils.cast(learning_rate, dtype))
