@@ -47,6 +47,12 @@ from sonnet._src import base, checks, initializers, precision, utils
 # Channels-last and channels-first layouts for each number of spatial dims.
 FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
 
+_BF16 = tf.bfloat16
+
+
+def _to_f32(x: tf.Tensor) -> tf.Tensor:
+    return tf.raw_ops.Cast(x=x, DstT=tf.float32)
+
 
 def check_num_spatial_dims(num_spatial_dims: Any, kind: str) -> int:
     """Validates `num_spatial_dims` (1, 2 or 3) for a `kind` of convolution."""
@@ -586,7 +592,13 @@ class ConvBase(base.Module):
                 b = self.b if layout.bias_format is not None else None
             else:
                 # Each variable cast once per call.
-                y = self._op(x, layout, precision.cast(self.w, policy.compute_dtype))
+                dtype = policy.compute_dtype
+                w = precision.cast(self.w, dtype)
+                if dtype is _BF16 and precision.bfloat16_convolutions_in_float32():
+                    y = self._op(_to_f32(x), layout, _to_f32(w))
+                    y = precision.cast(y, dtype)
+                else:
+                    y = self._op(x, layout, w)
                 b = None
                 if layout.bias_format is not None:
                     b = precision.cast(self.b, policy.compute_dtype)

@@ -25,6 +25,8 @@ is unchanged; this module is the fast path.
 
 from __future__ import annotations
 
+import functools
+import platform
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -239,6 +241,48 @@ def cast(value: Any, dtype: Any) -> Any:
     if current is dtype or not current.is_floating:
         return value
     return _CAST(x=value, DstT=dtype)
+
+
+# CPU flags of native bfloat16 arithmetic (Linux names in /proc/cpuinfo).
+_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def _cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags, or None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
+@functools.cache
+def bfloat16_convolutions_in_float32() -> bool:
+    """Whether bfloat16 convolutions run faster as float32 ones (cached).
+
+    True only on an x86-64 CPU whose flags show no bfloat16 arithmetic
+    (AVX-512 BF16, AMX), in a process that sees no GPU or TPU. There
+    TensorFlow's bfloat16 convolution kernels convert every element to
+    float32 and back; converting the inputs once, convolving in float32
+    and rounding the result to bfloat16 gives the same forward values
+    about 7x faster (a ResNet-50 step ~10x). Gradients are computed in
+    float32 too (slightly more accurate than the bfloat16 kernels).
+
+    The choice is made when a call is traced, on the machine that traces
+    it: a graph exported here keeps float32 convolutions between bfloat16
+    casts (correct anywhere, not the fastest on bfloat16 hardware).
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    flags = _cpu_flags()
+    if flags is None or flags & _BF16_FLAGS:
+        return False
+    return not tf.config.list_logical_devices(
+        "GPU"
+    ) and not tf.config.list_logical_devices("TPU")
 
 
 def cast_outputs(policy: Policy, value: Any) -> Any:
