@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, precision, utils
+from sonnet._src import base, checks, initializers, precision, utils
 
 
 class LSTMState(NamedTuple):
@@ -109,6 +109,18 @@ def initializer_or_default(argument: str, value: Any) -> Any:
             pass
     checks.initializer(argument, value)
     return value
+
+
+def gate_initializers(
+    w_i_init: Any, w_h_init: Any, b_init: Any
+) -> tuple[Any, Any, Callable[[Any, Any], Any]]:
+    """A dense core's `w_i_init`, `w_h_init` and `b_init`, each checked and
+    read as the original's `value or default` (`initializer_or_default`):
+    None selects the core's default weight initializer, zeros for `b`."""
+    w_i_init = initializer_or_default("w_i_init", w_i_init)
+    w_h_init = initializer_or_default("w_h_init", w_h_init)
+    b_init = initializer_or_default("b_init", b_init)
+    return w_i_init, w_h_init, initializers.Zeros() if b_init is None else b_init
 
 
 def check_variable_dtype(dtype: tf.DType) -> None:
@@ -321,9 +333,81 @@ def check_state(
     return tf.nest.pack_sequence_as(state, converted)
 
 
-def zeros(batch_size: Any, shape: Any, dtype: tf.DType) -> tf.Tensor:
-    """A `[batch_size, *shape]` tensor of zeros (`batch_size` already checked)."""
-    return tf.zeros([batch_size, *shape], dtype=dtype)
+def prepare_call(
+    core: Any,
+    inputs: Any,
+    state: Any,
+    policy: precision.Policy | None = None,
+    sequence: bool = False,
+) -> tuple[tf.Tensor, Any]:
+    """Checks the arguments of a core with dense inputs, then builds it.
+
+    `inputs` `[B, input_size]` and `state` are a step's `inputs` and
+    `prev_state` or, with `sequence`, a whole-sequence call's `input_sequence`
+    `[T, B, input_size]` (at least one step) and `initial_state`: the names
+    errors give. They are checked, as the original's ops did, against the
+    core's `_dtype`, `_state_spec` and `_input_size` (None before the first
+    call), then `core._initialize(inputs)` creates its variables. Under a
+    `snt.precision` `policy` floating inputs and state leaves are cast to its
+    compute dtype, which the state is checked in.
+
+    Returns:
+      `(inputs, state)` as tensors (cast under a policy).
+    """
+    if sequence:
+        rank, input_name, state_name = 3, "input_sequence", "initial_state"
+    else:
+        rank, input_name, state_name = 2, "inputs", "prev_state"
+    dtype, spec, cast = core._dtype, core._state_spec, policy is not None
+    if policy is not None:
+        dtype = policy.compute_dtype
+        spec = spec_in(spec, dtype)
+    inputs = check_inputs(inputs, dtype, rank, input_name, cast=cast)
+    if sequence and inputs.shape[0] == 0:
+        raise checks.invalid_argument(
+            input_name, "must have at least one time step", inputs
+        )
+    # The batch dimension: the leading one of a step, the second of a sequence.
+    batch = inputs.shape[rank - 2]
+    state = check_state(state, spec, batch, state_name, cast=cast)
+    check_input_size(inputs, core._input_size, input_name)
+    core._initialize(inputs)
+    return inputs, state
+
+
+def cast_variables(policy: precision.Policy | None, *variables: Any) -> tuple[Any, ...]:
+    """`variables` cast to the compute dtype of a `snt.precision` `policy`
+    (once per call), or as they are without one; None stays None."""
+    if policy is None:
+        return variables
+    dtype = policy.compute_dtype
+    return tuple(None if v is None else precision.cast(v, dtype) for v in variables)
+
+
+def cast_outputs(policy: precision.Policy | None, outputs: Any) -> Any:
+    """`outputs` in the output dtype of a `snt.precision` `policy`, if any."""
+    return outputs if policy is None else precision.cast_outputs(policy, outputs)
+
+
+def zero_state(batch_size: Any, spec: Any, dtype: tf.DType) -> Any:
+    """A core's initial state: zeros `[batch_size, ...]` in `dtype` for its
+    state `spec`, the `tf.TensorSpec` (or `LSTMState` of them) it checks states
+    against.
+
+    Args:
+      batch_size: An int or a scalar tensor (a float one is truncated).
+      spec: The core's state, each leaf shaped `[None, ...]`.
+      dtype: The dtype of the state.
+    """
+    batch_size = checks.tensor_size("batch_size", batch_size)
+
+    def zeros(leaf: tf.TensorSpec) -> tf.Tensor:
+        return tf.zeros([batch_size, *leaf.shape[1:]], dtype=dtype)
+
+    # The states of the library's cores: one tensor or an `LSTMState`.
+    if isinstance(spec, LSTMState):
+        return LSTMState(*map(zeros, spec))
+    return zeros(spec)
 
 
 def cast_floating(structure: Any, dtype: tf.DType) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -120,26 +121,18 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         self._b_init = initializers.Zeros() if b_init is None else b_init
         self._forget_bias = rnn_base.check_forget_bias(forget_bias, output_channels)
         self._dtype = checks.dtype("dtype", dtype)
-        self._input_to_hidden = conv.ConvND(
+        # The gate convolutions: "SAME"-padded and bias-free.
+        gate_conv = functools.partial(
+            conv.ConvND,
             n,
             output_channels=4 * self._output_channels,
             kernel_shape=kernel_shape,
             padding="SAME",
             with_bias=False,
-            w_init=w_i_init,
             data_format=data_format,
-            name="input_to_hidden",
         )
-        self._hidden_to_hidden = conv.ConvND(
-            n,
-            output_channels=4 * self._output_channels,
-            kernel_shape=kernel_shape,
-            padding="SAME",
-            with_bias=False,
-            w_init=w_h_init,
-            data_format=data_format,
-            name="hidden_to_hidden",
-        )
+        self._input_to_hidden = gate_conv(w_init=w_i_init, name="input_to_hidden")
+        self._hidden_to_hidden = gate_conv(w_init=w_h_init, name="hidden_to_hidden")
         state_shape = list(self._input_shape)
         # `input_shape` has no batch dimension: channels are first or last.
         state_shape[0 if channels_first else -1] = self._output_channels
@@ -231,11 +224,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         Args:
           batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = checks.tensor_size("batch_size", batch_size)
-        return rnn_base.LSTMState(
-            hidden=rnn_base.zeros(batch_size, self._state_shape, self._dtype),
-            cell=rnn_base.zeros(batch_size, self._state_shape, self._dtype),
-        )
+        return rnn_base.zero_state(batch_size, self._state_spec, self._dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:

@@ -205,7 +205,7 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
     def _unroll_sequence(
         self,
         input_sequence: tf.Tensor,
-        initial_state: Any,
+        initial_state: Sequence[Any],
         sequence_length: tf.Tensor | None,
     ) -> tuple[Any, tuple[Any, ...]]:
         """`dynamic_unroll` of the stack, one layer at a time.
@@ -349,15 +349,16 @@ def deep_rnn_with_residual_connections(
       name: Module name.
 
     Returns:
-      An `snt.RNNCore` with a tuple state (one entry per core).
+      An `snt.RNNCore` whose outputs are the last core's outputs plus its
+      inputs, with a tuple state (one entry per core).
 
     Raises:
       ValueError: if a layer is not an `snt.RNNCore`.
 
     >>> deep = snt.deep_rnn_with_residual_connections([snt.LSTM(5), snt.GRU(5)])
-    >>> outputs, _ = deep(tf.ones([3, 5]), deep.initial_state(3))
-    >>> outputs.shape
-    TensorShape([3, 5])
+    >>> outputs, state = deep(tf.ones([3, 5]), deep.initial_state(3))
+    >>> outputs.shape, len(state)
+    (TensorShape([3, 5]), 2)
     """
     layers = _check_all_cores(layers, "deep_rnn_with_residual_connections")
     return _LegacyDeepRNN(

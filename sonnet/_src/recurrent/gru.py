@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, once, precision, utils
+from sonnet._src import checks, initializers, once, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import gru_sequence, sequence
 
@@ -77,13 +77,13 @@ class GRU(rnn_base.RNNCore):
         super().__init__(name)
         # Zero is allowed, as in the original (the state is then empty).
         self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
-        w_i_init = rnn_base.initializer_or_default("w_i_init", w_i_init)
-        w_h_init = rnn_base.initializer_or_default("w_h_init", w_h_init)
-        b_init = rnn_base.initializer_or_default("b_init", b_init)
+        w_i_init, w_h_init, b_init = rnn_base.gate_initializers(
+            w_i_init, w_h_init, b_init
+        )
         glorot = initializers.VarianceScaling(mode="fan_avg", distribution="uniform")
         self._w_i_init = glorot if w_i_init is None else w_i_init
         self._w_h_init = glorot if w_h_init is None else w_h_init
-        self._b_init = initializers.Zeros() if b_init is None else b_init
+        self._b_init = b_init
         self._dtype = checks.dtype("dtype", dtype)
         self._state_spec = rnn_base.state_spec([self._hidden_size], self._dtype)
         self._input_size: int | None = None
@@ -117,44 +117,16 @@ class GRU(rnn_base.RNNCore):
         Raises:
           TypeError: if `inputs` or `prev_state` has another dtype.
           ValueError: if `inputs` is not rank 2 or changed its last dimension
-            since the first call, or `prev_state` has the wrong structure or
-            shapes. The errors for a wrong dtype, last dimension or state are
+            since the first call, or `prev_state` is not one `[B, hidden]`
+            tensor. The errors for a wrong dtype, last dimension or state are
             also `tf.errors.InvalidArgumentError`s, as the original's op
             errors.
         """
         policy = self._precision
-        if policy is not None:
-            return self._mixed_call(inputs, prev_state, policy)
-        inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
-        prev_state = rnn_base.check_state(
-            prev_state, self._state_spec, rnn_base.batch_dim(inputs)
-        )
-        rnn_base.check_input_size(inputs, self._input_size)
-        self._initialize(inputs)
-        next_state = _step(
-            inputs, prev_state, self._w_i, self._w_h, self.b, 2 * self._hidden_size
-        )
-        return next_state, next_state
-
-    @base.no_name_scope
-    def _mixed_call(
-        self, inputs: Any, prev_state: Any, policy: precision.Policy
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """A step under a `snt.precision` policy: inputs, state and each
-        variable cast to the compute dtype once."""
-        dtype = policy.compute_dtype
-        inputs = rnn_base.check_inputs(inputs, dtype, 2, cast=True)
-        prev_state = rnn_base.check_state(
-            prev_state,
-            rnn_base.spec_in(self._state_spec, dtype),
-            rnn_base.batch_dim(inputs),
-            cast=True,
-        )
-        rnn_base.check_input_size(inputs, self._input_size)
-        self._initialize(inputs)
-        w_i, w_h, b = (precision.cast(v, dtype) for v in (self._w_i, self._w_h, self.b))
+        inputs, prev_state = rnn_base.prepare_call(self, inputs, prev_state, policy)
+        w_i, w_h, b = rnn_base.cast_variables(policy, self._w_i, self._w_h, self.b)
         next_state = _step(inputs, prev_state, w_i, w_h, b, 2 * self._hidden_size)
-        return precision.cast_outputs(policy, next_state), next_state
+        return rnn_base.cast_outputs(policy, next_state), next_state
 
     @utils.no_autograph
     def _unroll_sequence(
@@ -164,25 +136,18 @@ class GRU(rnn_base.RNNCore):
         sequence_length: tf.Tensor | None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """The whole-sequence path of `dynamic_unroll` (`recurrent/sequence.py`):
-        one input matmul for all steps, then the fused loop of `gru_sequence`.
-        Under a `snt.precision` policy the variables are cast once per
-        sequence and the loop runs in the compute dtype."""
+        one input matmul for all steps, then the fused loop of `gru_sequence`,
+        in the compute dtype of a `snt.precision` policy if there is one."""
         policy = self._precision
-        dtype = None if policy is None else policy.compute_dtype
-        input_sequence, initial_state = sequence.check_sequence_and_state(
-            input_sequence, initial_state, self._state_spec, self._input_size, dtype
+        input_sequence, initial_state = rnn_base.prepare_call(
+            self, input_sequence, initial_state, policy, sequence=True
         )
-        self._initialize(input_sequence)
-        w_i, w_h, b = self._w_i, self._w_h, self.b
-        if dtype is not None:
-            w_i, w_h, b = (precision.cast(v, dtype) for v in (w_i, w_h, b))
+        w_i, w_h, b = rnn_base.cast_variables(policy, self._w_i, self._w_h, self.b)
         xw = sequence.input_projection(input_sequence, w_i, b)
         outputs, state = gru_sequence.gru_sequence(
             xw, initial_state, w_h, sequence_length=sequence_length
         )
-        if policy is not None:
-            outputs = precision.cast_outputs(policy, outputs)
-        return outputs, state
+        return rnn_base.cast_outputs(policy, outputs), state
 
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:
@@ -191,9 +156,8 @@ class GRU(rnn_base.RNNCore):
         Args:
           batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = checks.tensor_size("batch_size", batch_size)
         dtype = rnn_base.state_dtype(self, self._dtype)
-        return rnn_base.zeros(batch_size, [self._hidden_size], dtype)
+        return rnn_base.zero_state(batch_size, self._state_spec, dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:

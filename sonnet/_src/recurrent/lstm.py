@@ -8,29 +8,32 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, once, precision, utils
+from sonnet._src import checks, initializers, once, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm_sequence, sequence
 
 Initializer = Callable[[Any, Any], Any]
 
 
-def lstm_weights(
-    input_size: int,
-    hidden_size: int,
+def create_weights(
+    core: Any,
+    inputs: tf.Tensor,
     recurrent_size: int,
-    w_i_init: Initializer | None,
-    w_h_init: Initializer | None,
-    b_init: Initializer,
-    forget_bias: float,
     dtype: tf.DType,
-) -> tuple[tf.Variable, tf.Variable, tf.Variable, Initializer, Initializer]:
-    """Creates `w_i`, `w_h` and `b` of an LSTM (in the caller's name scope).
+    argument: str = "inputs",
+) -> tuple[tf.Variable, tf.Variable, tf.Variable, int]:
+    """Creates `w_i`, `w_h` and `b` of an LSTM core for its first `inputs`.
 
-    Returns the variables and the resolved `w_i`/`w_h` initializers. The
-    defaults are truncated normals with `stddev = 1 / sqrt(fan_in)`.
+    For `snt.LSTM` and `snt.UnrolledLSTM`, in the core's name scope, after
+    checking `dtype` and the input size (`inputs` is named `argument` in
+    errors). Returns the variables and the input size. The resolved `w_i`/`w_h`
+    initializers are stored on the core; the defaults are truncated normals
+    with `stddev = 1 / sqrt(fan_in)`.
     """
+    rnn_base.check_variable_dtype(dtype)
+    input_size = rnn_base.check_input_size(inputs, None, argument)
     # Input and hidden sizes of 0 are allowed (the weights are then empty).
+    w_i_init, w_h_init = core._w_i_init, core._w_h_init
     if w_i_init is None:
         stddev = 1.0 / math.sqrt(max(input_size, 1))
         w_i_init = initializers.TruncatedNormal(stddev=stddev)
@@ -38,12 +41,13 @@ def lstm_weights(
         w_h_init = initializers.TruncatedNormal(
             stddev=1.0 / math.sqrt(max(recurrent_size, 1))
         )
-    gates = 4 * hidden_size
+    gates = 4 * core._hidden_size
     w_i = tf.Variable(w_i_init([input_size, gates], dtype), name="w_i")
     w_h = tf.Variable(w_h_init([recurrent_size, gates], dtype), name="w_h")
-    bias = rnn_base.add_forget_bias(b_init([gates], dtype), forget_bias)
+    bias = rnn_base.add_forget_bias(core._b_init([gates], dtype), core._forget_bias)
     b = tf.Variable(bias, name="b")
-    return w_i, w_h, b, w_i_init, w_h_init
+    core._w_i_init, core._w_h_init = w_i_init, w_h_init
+    return w_i, w_h, b, input_size
 
 
 class LSTM(rnn_base.RNNCore):
@@ -122,15 +126,13 @@ class LSTM(rnn_base.RNNCore):
                 projection_init,
             )
         checks.initializer("projection_init", projection_init)
-        w_i_init = rnn_base.initializer_or_default("w_i_init", w_i_init)
-        w_h_init = rnn_base.initializer_or_default("w_h_init", w_h_init)
-        b_init = rnn_base.initializer_or_default("b_init", b_init)
+        w_i_init, w_h_init, b_init = rnn_base.gate_initializers(
+            w_i_init, w_h_init, b_init
+        )
         self._projection_size = projection_size
         self._eff_hidden_size = projection_size or self._hidden_size
         self._projection_init = projection_init
-        self._w_i_init = w_i_init
-        self._w_h_init = w_h_init
-        self._b_init = initializers.Zeros() if b_init is None else b_init
+        self._w_i_init, self._w_h_init, self._b_init = w_i_init, w_h_init, b_init
         self._forget_bias = rnn_base.check_forget_bias(forget_bias, self._hidden_size)
         self._dtype = checks.dtype("dtype", dtype)
         self._state_spec = rnn_base.LSTMState(
@@ -144,17 +146,8 @@ class LSTM(rnn_base.RNNCore):
     def _initialize(self, inputs: tf.Tensor) -> None:
         # Under a `snt.precision` policy: its variable dtype.
         dtype = precision.variable_dtype(self, self._dtype)
-        rnn_base.check_variable_dtype(dtype)
-        input_size = rnn_base.check_input_size(inputs, None)
-        w_i, w_h, b, self._w_i_init, self._w_h_init = lstm_weights(
-            input_size,
-            self._hidden_size,
-            self._eff_hidden_size,
-            self._w_i_init,
-            self._w_h_init,
-            self._b_init,
-            self._forget_bias,
-            dtype,
+        w_i, w_h, b, input_size = create_weights(
+            self, inputs, self._eff_hidden_size, dtype
         )
         projection = None
         if self._projection_size is not None:
@@ -190,54 +183,22 @@ class LSTM(rnn_base.RNNCore):
         Raises:
           TypeError: if `inputs` or `prev_state` has another dtype.
           ValueError: if `inputs` is not rank 2 or changed its last dimension
-            since the first call, or `prev_state` has the wrong structure or
-            shapes. The errors for a wrong dtype, last dimension or state are
-            also `tf.errors.InvalidArgumentError`s, as the original's op
-            errors.
+            since the first call, or `prev_state` is not a pair
+            `(hidden, cell)` of the shapes above. Except for the rank error
+            these (and the dtype error) are also
+            `tf.errors.InvalidArgumentError`s, as the original's op errors.
         """
         policy = self._precision
-        if policy is not None:
-            return self._mixed_call(inputs, prev_state, policy)
-        inputs = rnn_base.check_inputs(inputs, self._dtype, 2)
-        hidden, cell = rnn_base.check_state(
-            prev_state, self._state_spec, rnn_base.batch_dim(inputs)
+        inputs, (hidden, cell) = rnn_base.prepare_call(self, inputs, prev_state, policy)
+        w_i, w_h, b, projection = rnn_base.cast_variables(
+            policy, self._w_i, self._w_h, self.b, self.projection
         )
-        rnn_base.check_input_size(inputs, self._input_size)
-        self._initialize(inputs)
-        gates = tf.matmul(inputs, self._w_i) + tf.matmul(hidden, self._w_h)
-        next_hidden, next_cell = rnn_base.lstm_update(
-            tf.nn.bias_add(gates, self.b), cell
-        )
-        if self.projection is not None:
-            next_hidden = tf.matmul(next_hidden, self.projection)
-        return next_hidden, rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
-
-    @base.no_name_scope
-    def _mixed_call(
-        self, inputs: Any, prev_state: Any, policy: precision.Policy
-    ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
-        """A step under a `snt.precision` policy: inputs, state and each
-        variable cast to the compute dtype once."""
-        dtype = policy.compute_dtype
-        inputs = rnn_base.check_inputs(inputs, dtype, 2, cast=True)
-        hidden, cell = rnn_base.check_state(
-            prev_state,
-            rnn_base.spec_in(self._state_spec, dtype),
-            rnn_base.batch_dim(inputs),
-            cast=True,
-        )
-        rnn_base.check_input_size(inputs, self._input_size)
-        self._initialize(inputs)
-        w_i = precision.cast(self._w_i, dtype)
-        w_h = precision.cast(self._w_h, dtype)
         gates = tf.matmul(inputs, w_i) + tf.matmul(hidden, w_h)
-        next_hidden, next_cell = rnn_base.lstm_update(
-            tf.nn.bias_add(gates, precision.cast(self.b, dtype)), cell
-        )
-        if self.projection is not None:
-            next_hidden = tf.matmul(next_hidden, precision.cast(self.projection, dtype))
+        next_hidden, next_cell = rnn_base.lstm_update(tf.nn.bias_add(gates, b), cell)
+        if projection is not None:
+            next_hidden = tf.matmul(next_hidden, projection)
         state = rnn_base.LSTMState(hidden=next_hidden, cell=next_cell)
-        return precision.cast_outputs(policy, next_hidden), state
+        return rnn_base.cast_outputs(policy, next_hidden), state
 
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> rnn_base.LSTMState:
@@ -247,12 +208,8 @@ class LSTM(rnn_base.RNNCore):
           batch_size: An int or a scalar tensor, e.g. `tf.shape(x)[0]` (a
             float one is truncated).
         """
-        batch_size = checks.tensor_size("batch_size", batch_size)
         dtype = rnn_base.state_dtype(self, self._dtype)
-        return rnn_base.LSTMState(
-            hidden=rnn_base.zeros(batch_size, [self._eff_hidden_size], dtype),
-            cell=rnn_base.zeros(batch_size, [self._hidden_size], dtype),
-        )
+        return rnn_base.zero_state(batch_size, self._state_spec, dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:
@@ -268,24 +225,20 @@ class LSTM(rnn_base.RNNCore):
     def _unroll_sequence(
         self,
         input_sequence: tf.Tensor,
-        initial_state: Any,
+        initial_state: rnn_base.LSTMState,
         sequence_length: tf.Tensor | None,
     ) -> tuple[tf.Tensor, rnn_base.LSTMState]:
         """The whole-sequence path of `dynamic_unroll` (`recurrent/sequence.py`):
-        one input matmul for all steps, then the fused loop of `lstm_sequence`.
-        Under a `snt.precision` policy the variables are cast once per
-        sequence and the loop runs in the compute dtype."""
+        one input matmul for all steps, then the fused loop of `lstm_sequence`
+        (which applies the projection, if any), in the compute dtype of a
+        `snt.precision` policy if there is one."""
         policy = self._precision
-        dtype = None if policy is None else policy.compute_dtype
-        input_sequence, initial_state = sequence.check_sequence_and_state(
-            input_sequence, initial_state, self._state_spec, self._input_size, dtype
+        input_sequence, initial_state = rnn_base.prepare_call(
+            self, input_sequence, initial_state, policy, sequence=True
         )
-        self._initialize(input_sequence)
-        w_i, w_h, b, projection = self._w_i, self._w_h, self.b, self.projection
-        if dtype is not None:
-            w_i, w_h, b = (precision.cast(v, dtype) for v in (w_i, w_h, b))
-            if projection is not None:
-                projection = precision.cast(projection, dtype)
+        w_i, w_h, b, projection = rnn_base.cast_variables(
+            policy, self._w_i, self._w_h, self.b, self.projection
+        )
         xw = sequence.input_projection(input_sequence, w_i, b)
         outputs, state = lstm_sequence.lstm_sequence(
             xw,
@@ -294,6 +247,4 @@ class LSTM(rnn_base.RNNCore):
             projection=projection,
             sequence_length=sequence_length,
         )
-        if policy is not None:
-            outputs = precision.cast_outputs(policy, outputs)
-        return outputs, state
+        return rnn_base.cast_outputs(policy, outputs), state

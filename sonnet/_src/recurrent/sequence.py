@@ -74,37 +74,6 @@ def unroll(
     return core._unroll_sequence(input_sequence, initial_state, sequence_length)
 
 
-def check_sequence_and_state(
-    input_sequence: Any,
-    initial_state: Any,
-    state_spec: Any,
-    input_size: int | None,
-    compute_dtype: tf.DType | None = None,
-) -> tuple[tf.Tensor, Any]:
-    """Checks a `[T, B, input_size]` sequence and an initial state for a
-    core's `_unroll_sequence`, as its step checks `inputs` and `prev_state`.
-
-    `state_spec` is the core's state (`tf.TensorSpec`s, in the core's dtype,
-    which the inputs must have too) and `input_size` the input size it was
-    built for (None before the first call). Errors name `input_sequence` and
-    `initial_state`, the unroll's arguments. With a `compute_dtype` (the
-    core's under a `snt.precision` policy) floating inputs and state leaves
-    are cast to it, and the state is checked in it.
-    """
-    cast = compute_dtype is not None
-    if cast:
-        state_spec = rnn_base.spec_in(state_spec, compute_dtype)
-    dtype = tf.nest.flatten(state_spec)[0].dtype
-    input_sequence = rnn_base.check_inputs(
-        input_sequence, dtype, 3, "input_sequence", cast=cast
-    )
-    initial_state = rnn_base.check_state(
-        initial_state, state_spec, input_sequence.shape[1], "initial_state", cast=cast
-    )
-    rnn_base.check_input_size(input_sequence, input_size, "input_sequence")
-    return input_sequence, initial_state
-
-
 def input_projection(input_sequence: tf.Tensor, w_i: Any, b: Any) -> tf.Tensor:
     """`input_sequence @ w_i + b` for all time steps in one matmul."""
     static = input_sequence.shape

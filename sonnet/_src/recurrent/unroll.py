@@ -341,13 +341,11 @@ def dynamic_unroll(
       input_sequence: A nest of time-major tensors `[T, B, ...]` with the same
         `T >= 1` (static or dynamic).
       initial_state: The state before the first step.
-      sequence_length: Optional `[B]` tensor of lengths (integer or float;
-        a scalar applies to every row). Past a row's length its outputs
-        repeat those of its last valid step (zeros for a row of length 0, so
-        the last time step holds each row's final outputs) and its state is
-        carried through unchanged, so the final state is the state after the
-        row's last valid step (the initial state for length 0). Scalar
-        output and state leaves are never masked.
+      sequence_length: Optional `[B]` tensor of lengths, masked as by
+        `snt.static_unroll` (integer or float, or a scalar for every row):
+        past its length a row repeats the outputs of its last valid step
+        (zeros if there is none) and keeps its state, so the final state is
+        the one after the row's last valid step.
       parallel_iterations: Passed to `tf.while_loop` when traced, which needs
         it >= 1 (default 1: steps of a recurrence depend on each other
         anyway). Ignored eagerly, as by the original.

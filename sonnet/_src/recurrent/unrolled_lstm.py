@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, initializers, once, utils
+from sonnet._src import checks, once, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm as lstm_lib
 from sonnet._src.recurrent import lstm_sequence, sequence
@@ -59,12 +59,9 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         super().__init__(name)
         # Zero is allowed, as in the original (the state is then empty).
         self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
-        w_i_init = rnn_base.initializer_or_default("w_i_init", w_i_init)
-        w_h_init = rnn_base.initializer_or_default("w_h_init", w_h_init)
-        b_init = rnn_base.initializer_or_default("b_init", b_init)
-        self._w_i_init = w_i_init
-        self._w_h_init = w_h_init
-        self._b_init = initializers.Zeros() if b_init is None else b_init
+        self._w_i_init, self._w_h_init, self._b_init = rnn_base.gate_initializers(
+            w_i_init, w_h_init, b_init
+        )
         self._forget_bias = rnn_base.check_forget_bias(forget_bias, self._hidden_size)
         self._dtype = checks.dtype("dtype", dtype)
         spec = rnn_base.state_spec([self._hidden_size], self._dtype)
@@ -73,20 +70,10 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
 
     @once.once
     def _initialize(self, input_sequence: tf.Tensor) -> None:
-        rnn_base.check_variable_dtype(self._dtype)
-        input_size = rnn_base.check_input_size(input_sequence, None, "input_sequence")
-        w_i, w_h, b, self._w_i_init, self._w_h_init = lstm_lib.lstm_weights(
-            input_size,
-            self._hidden_size,
-            self._hidden_size,
-            self._w_i_init,
-            self._w_h_init,
-            self._b_init,
-            self._forget_bias,
-            self._dtype,
+        weights = lstm_lib.create_weights(
+            self, input_sequence, self._hidden_size, self._dtype, "input_sequence"
         )
-        self._w_i, self._w_h, self.b = w_i, w_h, b
-        self._input_size = input_size
+        self._w_i, self._w_h, self.b, self._input_size = weights
 
     @utils.no_autograph
     def __call__(
@@ -109,24 +96,9 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
             rank error are also `tf.errors.InvalidArgumentError`s, as the
             original's op errors.
         """
-        input_sequence = rnn_base.check_inputs(
-            input_sequence,
-            self._dtype,
-            3,
-            "input_sequence",
+        input_sequence, initial_state = rnn_base.prepare_call(
+            self, input_sequence, initial_state, sequence=True
         )
-        if input_sequence.shape[0] == 0:
-            raise checks.invalid_argument(
-                "input_sequence", "must have at least one time step", input_sequence
-            )
-        initial_state = rnn_base.check_state(
-            initial_state,
-            self._state_spec,
-            input_sequence.shape[1],
-            "initial_state",
-        )
-        rnn_base.check_input_size(input_sequence, self._input_size, "input_sequence")
-        self._initialize(input_sequence)
         xw = sequence.input_projection(input_sequence, self._w_i, self.b)
         return lstm_sequence.lstm_sequence(
             xw, rnn_base.LSTMState(*initial_state), self._w_h
@@ -139,11 +111,7 @@ class UnrolledLSTM(rnn_base.UnrolledRNN):
         Args:
           batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = checks.tensor_size("batch_size", batch_size)
-        return rnn_base.LSTMState(
-            hidden=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),
-            cell=rnn_base.zeros(batch_size, [self._hidden_size], self._dtype),
-        )
+        return rnn_base.zero_state(batch_size, self._state_spec, self._dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:

@@ -193,9 +193,8 @@ class VanillaRNN(rnn_base.RNNCore):
         Args:
           batch_size: An int or a scalar tensor (a float one is truncated).
         """
-        batch_size = checks.tensor_size("batch_size", batch_size)
         dtype = rnn_base.state_dtype(self, self._dtype)
-        return rnn_base.zeros(batch_size, [self._hidden_size], dtype)
+        return rnn_base.zero_state(batch_size, self._state_spec, dtype)
 
     @property
     def input_to_hidden(self) -> tf.Variable:
