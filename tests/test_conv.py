@@ -988,3 +988,33 @@ def test_list_inputs():
     x = tf.random.stateless_normal([1, 4, 4, 2], seed=[1, 2])
     module = snt.Conv2D(2, 3)
     np.testing.assert_allclose(module(x.numpy().tolist()), module(x))
+
+
+@pytest.mark.parametrize(
+    ("data_format", "shape", "spec"),
+    [
+        ("NHWC", [2, 5, 6, 7], [2, 5, 6, 7]),
+        ("NHWC", [2, 5, 6, 7], [None, None, None, 7]),
+        ("NCHW", [2, 7, 5, 6], [None, 7, 5, 6]),
+    ],
+)
+def test_pointwise_conv2d_runs_as_a_matmul_in_graphs(data_format, shape, spec):
+    conv = snt.Conv2D(4, 1, data_format=data_format)
+    x = tf.random.normal(shape, seed=3)
+    conv(x)
+
+    def loss_and_grads(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.square(conv(x)))
+        return conv(x), tape.gradient(loss, [x, conv.w, conv.b])
+
+    expected = loss_and_grads(x)  # Eager: the Conv2D kernel.
+    step = tf.function(loss_and_grads)
+    graph = step.get_concrete_function(tf.TensorSpec(spec)).graph
+    types = {op.type for op in graph.get_operations()}
+    assert "MatMul" in types and "Conv2D" not in types
+    actual = step(x)
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5, atol=1e-5)
+    for a, e in zip(actual[1], expected[1], strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-4)
