@@ -129,3 +129,157 @@ def test_a_subclass_with_its_own_call_is_converted_again():
     assert (
         float(tf.function(lambda x: _Converted(name="m")(x))(tf.constant(-2.0))) == 2.0
     )
+
+
+# ---------------------------------------------------------------------------
+# Restore-on-create in one `RestoreV2` per variable (`handle_deferred_dependencies`).
+
+
+class _Scaled(snt.Module):
+    """Creates `w` and, from the value `w` has then, `twice`."""
+
+    def __init__(self, with_twice: bool = True):
+        super().__init__(name="scaled")
+        self._with_twice = with_twice
+
+    @snt.once
+    def _initialize(self, x: tf.Tensor) -> None:
+        self.w = tf.Variable(tf.fill([x.shape[-1]], 1.0), name="w")
+        if self._with_twice:
+            self.twice = tf.Variable(self.w * 2.0, name="twice")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        self._initialize(x)
+        return x * self.w
+
+
+def _count_paths(monkeypatch) -> dict[str, int]:
+    """Counts the variables restored by the quick path and by TensorFlow's."""
+    counts = {"quick": 0, "tensorflow": 0}
+    quick = tf_compat._restore_quickly
+    general = tf.Module._handle_deferred_dependencies  # pyright: ignore[reportAttributeAccessIssue]
+
+    def counting_quick(owner, name, trackable):
+        restored = quick(owner, name, trackable)
+        counts["quick"] += restored
+        return restored
+
+    def counting_general(owner, name, trackable):
+        if owner._deferred_dependencies.get(name):
+            counts["tensorflow"] += 1
+        general(owner, name, trackable)
+
+    monkeypatch.setattr(tf_compat, "_restore_quickly", counting_quick)
+    monkeypatch.setattr(tf.Module, "_handle_deferred_dependencies", counting_general)
+    return counts
+
+
+def _saved(tmp_path, module: snt.Module, x: tf.Tensor, name: str = "ckpt") -> str:
+    module(x)
+    for v in module.variables:
+        if v.dtype.is_floating:
+            v.assign(tf.random.normal(v.shape, seed=len(v.name)))
+    return tf.train.Checkpoint(model=module).write(str(tmp_path / name))
+
+
+class _ConvNet(snt.Module):
+    def __init__(self):
+        super().__init__(name="conv_net")
+        self.conv = snt.Conv2D(4, 3)
+        self.norm = snt.BatchNorm(True, True)
+        self.linear = snt.Linear(2)
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        y = self.norm(self.conv(x), is_training=False)
+        return self.linear(tf.reshape(y, [y.shape[0], -1]))
+
+
+def test_modules_restore_variables_on_create_quickly(tmp_path, monkeypatch):
+    x = tf.ones([2, 4, 4, 3])
+    saved = _ConvNet()
+    path = _saved(tmp_path, saved, x)
+    counts = _count_paths(monkeypatch)
+    fresh = _ConvNet()
+    status = tf.train.Checkpoint(model=fresh).read(path)
+    result = fresh(x)
+    status.assert_consumed()
+    # Conv w, b; batch norm scale, offset and two moving averages' hidden and
+    # average (their counters exist before the read); linear w, b.
+    assert counts == {"quick": 10, "tensorflow": 0}
+    for a, b in zip(saved.variables, fresh.variables, strict=True):
+        assert a.name == b.name
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    assert result.numpy().tobytes() == saved(x).numpy().tobytes()
+
+
+def test_quick_restore_happens_when_the_module_assigns_the_variable(tmp_path):
+    # `twice` is made from `w` right after `w` is assigned: `w` must already
+    # hold the checkpoint's value then, as with TensorFlow's own method.
+    x = tf.ones([1, 3])
+    path = _saved(tmp_path, _Scaled(with_twice=False), x)
+    fresh = _Scaled()
+    tf.train.Checkpoint(model=fresh).read(path).expect_partial()
+    fresh(x)
+    reader = tf.train.load_checkpoint(path)
+    restored = reader.get_tensor("model/w/.ATTRIBUTES/VARIABLE_VALUE")
+    assert fresh.w.numpy().tolist() == restored.tolist()
+    assert fresh.twice.numpy().tolist() == (restored * 2).tolist()
+
+
+def test_two_pending_reads_restore_the_later_one(tmp_path, monkeypatch):
+    x = tf.ones([1, 3])
+    first = _saved(tmp_path, snt.Linear(2), x, "first")
+    second = _saved(tmp_path, snt.Linear(2), x * 2, "second")
+    counts = _count_paths(monkeypatch)
+    fresh = snt.Linear(2)
+    tf.train.Checkpoint(model=fresh).read(first)
+    tf.train.Checkpoint(model=fresh).read(second)
+    fresh(x)
+    assert counts == {"quick": 0, "tensorflow": 2}  # TensorFlow's method.
+    reader = tf.train.load_checkpoint(second)
+    key = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
+    assert fresh.w.numpy().tolist() == reader.get_tensor(key).tolist()
+
+
+def test_quick_restore_leaves_mismatches_to_tensorflow(tmp_path, monkeypatch):
+    path = _saved(tmp_path, snt.Linear(2), tf.ones([1, 3]))
+    counts = _count_paths(monkeypatch)
+    # `w` has another shape, then both have another dtype: TensorFlow's method
+    # restores them, and raises (`b`, created first, fits the first time).
+    for x, quick in ((tf.ones([1, 4]), 1), (tf.ones([1, 3], tf.float64), 1)):  # Totals.
+        fresh = snt.Linear(2)
+        tf.train.Checkpoint(model=fresh).read(path)
+        tensorflow = counts["tensorflow"]
+        with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError)):
+            fresh(x)
+        assert counts["quick"] == quick and counts["tensorflow"] == tensorflow + 1
+
+
+def test_a_later_read_of_an_existing_variable_still_restores(tmp_path):
+    x = tf.ones([1, 3])
+    first = _saved(tmp_path, snt.Linear(2), x, "first")
+    second = _saved(tmp_path, snt.Linear(2), x * 2, "second")
+    fresh = snt.Linear(2)
+    tf.train.Checkpoint(model=fresh).read(second)
+    fresh(x)  # Restored from `second` on create.
+    tf.train.Checkpoint(model=fresh).read(first).assert_consumed()
+    reader = tf.train.load_checkpoint(first)
+    assert (
+        fresh.b.numpy().tolist()
+        == reader.get_tensor("model/b/.ATTRIBUTES/VARIABLE_VALUE").tolist()
+    )
+
+
+def test_restore_on_create_in_a_trace_and_under_a_strategy(tmp_path):
+    x = tf.ones([1, 3])
+    saved = snt.Linear(2)
+    path = _saved(tmp_path, saved, x)
+    expected = saved(x).numpy().tolist()
+    traced = snt.Linear(2)
+    tf.train.Checkpoint(model=traced).read(path).assert_existing_objects_matched()
+    assert tf.function(traced)(x).numpy().tolist() == expected
+    strategy = tf.distribute.OneDeviceStrategy("cpu:0")
+    with strategy.scope():
+        replicated = snt.Linear(2)
+        tf.train.Checkpoint(model=replicated).read(path)
+        assert replicated(x).numpy().tolist() == expected

@@ -353,6 +353,11 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
     # the checkpoint). None: compute in the variables' dtype.
     _precision: Any = None
 
+    # Restore-on-create of a plain variable in one `RestoreV2` (`tf_compat`).
+    _handle_deferred_dependencies = no_name_scope(
+        tf_compat.handle_deferred_dependencies
+    )
+
     def __init__(self, name: str | None = None):
         _check_tf2()
         if name is not None:
