@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sonnet as snt
+from sonnet._src import moving_averages
 from tests.conformance import bad_input
 
 
@@ -171,6 +175,68 @@ def test_update_in_tf_function_is_one_call_and_bit_identical_to_eager(decay, dty
     op_types = _graph_op_types(tf.function(traced.update), values[0])
     assert "StatefulPartitionedCall" in op_types
     assert not op_types & {"Pow", "AssignSubVariableOp", "AssignAddVariableOp"}
+
+
+def _call_count(fn: Any, *args: Any) -> int:
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return sum(op.type == "StatefulPartitionedCall" for op in graph.get_operations())
+
+
+@pytest.mark.parametrize("decay", [0.9, tf.constant(0.75)], ids=["float", "tensor"])
+def test_update_together_is_one_call_and_matches_separate_updates(decay):
+    rng = np.random.default_rng(4)
+    pairs = [
+        (tf.constant(rng.normal(size=[3])), tf.constant(rng.normal(size=[1, 3])))
+        for _ in range(4)
+    ]
+    separate = [snt.ExponentialMovingAverage(decay) for _ in range(2)]
+    joint = [snt.ExponentialMovingAverage(decay) for _ in range(2)]
+
+    def update_separately(a, b):
+        separate[0].update(a)
+        separate[1].update(b)
+
+    def update_jointly(a, b):
+        moving_averages.update_together(joint, (a, b))
+
+    step_separate = tf.function(update_separately)
+    step_joint = tf.function(update_jointly)
+    for a, b in pairs:
+        step_separate(a, b)
+        step_joint(a, b)
+        for x, y in zip(separate, joint, strict=True):
+            for u, v in zip(x.variables, y.variables, strict=True):
+                assert u.numpy().tobytes() == v.numpy().tobytes()
+    assert joint[1].average.shape == [1, 3]
+    assert _call_count(update_jointly, *pairs[0]) == 1
+    assert _call_count(update_separately, *pairs[0]) == 2
+    moving_averages.update_together(joint, pairs[0])  # Eagerly: plain ops.
+    separate[0].update(pairs[0][0])
+    separate[1].update(pairs[0][1])
+    assert joint[1].value.numpy().tobytes() == separate[1].value.numpy().tobytes()
+
+
+class _Doubling(snt.ExponentialMovingAverage):
+    def update(self, value):
+        super().update(value * 2)
+
+
+def test_update_together_updates_one_by_one_what_it_cannot_join():
+    value = tf.constant([1.0, 3.0])
+    for averages in (
+        [snt.ExponentialMovingAverage(0.5), snt.ExponentialMovingAverage(0.25)],
+        [snt.ExponentialMovingAverage(0.5), _Doubling(0.5, name="doubling")],
+        [snt.ExponentialMovingAverage(0.5), snt.Mean()],
+        [snt.ExponentialMovingAverage(decay) for decay in [tf.Variable(0.5)] * 2],
+    ):
+        fresh = [copy.deepcopy(a) for a in averages]
+        step = tf.function(
+            lambda v, a=averages: moving_averages.update_together(a, (v, v))
+        )
+        step(value)
+        for average, reference in zip(averages, fresh, strict=True):
+            reference.update(value)
+            assert average.value.numpy().tolist() == reference.value.numpy().tolist()
 
 
 def test_update_with_a_variable_value_in_tf_function():

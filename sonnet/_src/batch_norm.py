@@ -470,8 +470,9 @@ class BaseBatchNorm(NormParams, base.Module):
         return y
 
     def _update_statistics(self, mean: tf.Tensor, variance: tf.Tensor) -> None:
-        self.moving_mean.update(mean)
-        self.moving_variance.update(variance)
+        moving_averages.update_together(
+            (self.moving_mean, self.moving_variance), (mean, variance)
+        )
 
 
 def _run(fn: Any) -> Any:

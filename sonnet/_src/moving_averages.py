@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -86,24 +87,29 @@ def _update(
     ops.assign(average, ops.read(hidden, dtype) / (1 - tf.pow(base, count)))
 
 
-def _update_handles(
-    counter: tf.Tensor,
-    hidden: tf.Tensor,
-    average: tf.Tensor,
-    value: tf.Tensor,
-    decay: Any,
-) -> None:
-    _update(_HandleOps, counter, hidden, average, value, decay)
+def _update_handles(*args: Any, decay: Any) -> None:
+    """`_update` of each average: `args` are the averages' `(counter, hidden,
+    average)` handles, three per average, then one value per average."""
+    count = len(args) // 4
+    for i in range(count):
+        counter, hidden, average = args[3 * i : 3 * i + 3]
+        _update(_HandleOps, counter, hidden, average, args[3 * count + i], decay)
+
+
+def _update_tensor_decay(*args: Any) -> None:
+    _update_handles(*args[:-1], decay=args[-1])
 
 
 # Inside a `tf.function` the update is one call of a function instead of a
-# dozen ops: creating ops is most of the cost of tracing a network with many
-# moving averages (ResNet-50 has 106; the calls cut its trace time by a third).
-# TensorFlow inlines the call before it runs the graph, so the executed maths
-# is the same. Handles rather than variables are passed: a function called
-# with variables keeps weak references to the ones it was first traced with.
-# A Python decay is bound into its own function (tracing would turn it into a
-# float32 tensor argument); a tensor decay is an argument.
+# dozen ops per average: creating ops is most of the cost of tracing a network
+# with many moving averages (ResNet-50 has 106, updated in 53 calls: batch
+# norm updates its mean and variance together, `update_together`; the calls
+# cut its trace time by a third). TensorFlow inlines the call before it runs
+# the graph, so the executed maths is the same. Handles rather than variables
+# are passed: a function called with variables keeps weak references to the
+# ones it was first traced with. A Python decay is bound into its own
+# function (tracing would turn it into a float32 tensor argument); a tensor
+# decay is the last argument.
 _update_functions: dict[Any, Any] = {}
 
 
@@ -111,7 +117,7 @@ def _update_function(decay: Any) -> Any:
     key = None if isinstance(decay, tf.Tensor) else decay
     function = _update_functions.get(key)
     if function is None:
-        python_function: Any = _update_handles
+        python_function: Any = _update_tensor_decay
         if key is not None:
             python_function = functools.partial(_update_handles, decay=key)
         function = tf.function(python_function, autograph=False, reduce_retracing=True)
@@ -182,23 +188,7 @@ class ExponentialMovingAverage(metrics.Metric):
 
     def update(self, value: Any) -> None:
         """Moves the average towards `value`."""
-        value = metrics.check_value(value, self._hidden, inexact=True, broadcast=True)
-        self.initialize(value)
-        assert self._hidden is not None and self.average is not None
-        counter, hidden, average = self._counter, self._hidden, self.average
-        if _call_applies(counter, hidden, average):
-            decay = self._decay
-            if isinstance(decay, tf.Variable):
-                decay = decay.read_value()
-            if isinstance(value, tf.Variable):
-                value = value.read_value()
-            handles = (counter.handle, hidden.handle, average.handle)
-            if isinstance(decay, tf.Tensor):
-                _update_function(decay)(*handles, value, decay)
-            else:
-                _update_function(decay)(*handles, value)
-        else:
-            _update(_VariableOps, counter, hidden, average, value, self._decay)
+        _update_all((self,), (value,))
 
     @property
     def value(self) -> tf.Tensor:
@@ -213,3 +203,61 @@ class ExponentialMovingAverage(metrics.Metric):
         if self._hidden is not None and self.average is not None:
             self._hidden.assign(tf.zeros_like(self._hidden))
             self.average.assign(tf.zeros_like(self.average))
+
+
+def _joint_decay(averages: Sequence[ExponentialMovingAverage]) -> Any:
+    """The decay all `averages` share, for one update call; None if they
+    differ (tensors and variables: unless they are the same object)."""
+    decay = averages[0]._decay
+    for other in averages[1:]:
+        if other._decay is not decay and (
+            isinstance(decay, (tf.Tensor, tf.Variable)) or other._decay != decay
+        ):
+            return None
+    return decay
+
+
+def update_together(averages: Sequence[Any], values: Sequence[Any]) -> None:
+    """`average.update(value)` for each pair, in order.
+
+    Inside a `tf.function`, `snt.ExponentialMovingAverage`s with one decay and
+    plain variables update in one function call (one op to trace, instead of a
+    call per average); anything else updates one by one.
+    """
+    if not all(type(a) is ExponentialMovingAverage for a in averages) or (
+        _joint_decay(averages) is None
+    ):
+        for average, value in zip(averages, values, strict=True):
+            average.update(value)
+        return
+    _update_all(averages, values)
+
+
+def _update_all(
+    averages: Sequence[ExponentialMovingAverage], values: Sequence[Any]
+) -> None:
+    """The update of `averages` (sharing one decay) by `values`."""
+    checked = []
+    for average, value in zip(averages, values, strict=True):
+        value = metrics.check_value(
+            value, average._hidden, inexact=True, broadcast=True
+        )
+        average.initialize(value)
+        checked.append(value)
+    triples: list[tuple[tf.Variable, tf.Variable, tf.Variable]] = []
+    for a in averages:
+        assert a._hidden is not None and a.average is not None
+        triples.append((a._counter, a._hidden, a.average))
+    decay = averages[0]._decay
+    if not _call_applies(*(v for triple in triples for v in triple)):
+        for (counter, hidden, average), value in zip(triples, checked, strict=True):
+            _update(_VariableOps, counter, hidden, average, value, decay)
+        return
+    if isinstance(decay, tf.Variable):
+        decay = decay.read_value()
+    values = [v.read_value() if isinstance(v, tf.Variable) else v for v in checked]
+    handles = [v.handle for triple in triples for v in triple]
+    if isinstance(decay, tf.Tensor):
+        _update_function(decay)(*handles, *values, decay)
+    else:
+        _update_function(decay)(*handles, *values)
