@@ -283,3 +283,12 @@ def test_restore_on_create_in_a_trace_and_under_a_strategy(tmp_path):
         replicated = snt.Linear(2)
         tf.train.Checkpoint(model=replicated).read(path)
         assert replicated(x).numpy().tolist() == expected
+
+
+def test_plain_variables_are_told_from_distributed_and_functional_ones():
+    assert tf_compat._is_plain_variable(tf.Variable(1.0))
+    with tf.distribute.MirroredStrategy(["cpu:0"]).scope():
+        assert not tf_compat._is_plain_variable(tf.Variable(1.0))
+    with snt.functional.variables():
+        assert not tf_compat._is_plain_variable(tf.Variable(1.0))
+    assert not tf_compat._is_plain_variable(tf.constant(1.0))

@@ -53,6 +53,7 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.ops import resource_variable_ops
 
 # The checkpoint's object graph proto: TensorFlow exports no public name for
 # it (`tf.train` reads checkpoints but does not expose their object graph).
@@ -227,17 +228,15 @@ def in_device_scope() -> bool:
 
 # `checkpoint_key` of a variable's value in the checkpoint's object graph.
 _VARIABLE_VALUE = "VARIABLE_VALUE"
-_plain_variable_type: Any = None
+# The class of an ordinary eager `tf.Variable` (no public name): its type, not
+# taken from a variable made here, which under a strategy would be distributed.
+_PLAIN_VARIABLE: Any = resource_variable_ops.ResourceVariable
 
 
 def _is_plain_variable(value: Any) -> bool:
     """Whether `value` is an ordinary eager `tf.Variable` (a resource variable,
     not distributed, not a `snt.functional` `TensorVariable`)."""
-    global _plain_variable_type
-    if _plain_variable_type is None:
-        with tf.init_scope():
-            _plain_variable_type = type(tf.Variable(tf.constant(0.0)))
-    return type(value) is _plain_variable_type
+    return type(value) is _PLAIN_VARIABLE
 
 
 def _quick_restore_key(position: Any, variable: Any) -> str | None:
