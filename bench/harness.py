@@ -142,24 +142,30 @@ def median(values: Sequence[float]) -> float:
 def interleave(
     samplers: dict[tuple[str, str], Sampler],
     repeats: int,
-    number: int,
+    number: int | Mapping[tuple[str, str], int],
     warmup: int = 1,
 ) -> dict[tuple[str, str], Samples]:
     """Runs all samplers round-robin; returns their per-repetition samples.
 
+    The i-th sample of every sampler comes from the same repetition, so
+    ratios of samples can be taken pairwise.
+
     Args:
       samplers: `(row, impl) -> sampler`.
       repeats: Repetitions kept (each runs every sampler once).
-      number: Runs per sample.
+      number: Runs per sample: one for all, or per sampler key.
       warmup: Samples per sampler run and discarded first (tracing, caches).
     """
-    for sample in samplers.values():
+    numbers = (
+        dict(number) if isinstance(number, Mapping) else dict.fromkeys(samplers, number)
+    )
+    for key, sample in samplers.items():
         for _ in range(warmup):
-            sample(number)
+            sample(numbers[key])
     results = {key: Samples() for key in samplers}
     for _ in range(repeats):
         for key, sample in samplers.items():
-            wall, cpu = sample(number)
+            wall, cpu = sample(numbers[key])
             results[key].wall.append(wall)
             results[key].cpu.append(cpu)
     return results

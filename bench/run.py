@@ -99,30 +99,15 @@ def _select(only: str | None) -> list[str]:
                 f"--only: unknown workload(s) {', '.join(unknown)}; "
                 f"known: {', '.join(workloads.NAMES)}"
             )
-    # Derived workloads run after the workloads they read.
-    selected: list[str] = []
-
-    def add(name: str) -> None:
-        if name not in selected:
-            for required in workloads.get(name).requires:
-                add(required)
-            selected.append(name)
-
-    for name in names:
-        add(name)
-    return selected
+    return list(dict.fromkeys(names))
 
 
 def run_workload(
     name: str,
     args: argparse.Namespace,
     remote: RemoteWorker | None,
-    results: dict[tuple[str, str], Samples] | None = None,
 ) -> dict[tuple[str, str], Samples]:
-    """Measures one workload for every implementation; `(row, impl) -> Samples`.
-
-    `results` (of the workloads run before) feeds derived workloads.
-    """
+    """Measures one workload for every implementation; `(row, impl) -> Samples`."""
     from bench import workloads
     from bench.workloads import ORIGINAL, OURS
 
@@ -132,8 +117,6 @@ def run_workload(
     )
     number = workload.quick_number if args.quick else workload.number
     with_original = remote is not None and workload.original
-    if workload.derive is not None:
-        return workload.derive(results or {}, args.quick)
     if workload.run is not None:
         impls = workload.impls + ((ORIGINAL,) if with_original else ())
         return workload.run(impls, args.vs, args.quick, args.device, repeats)
@@ -387,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"[{i}/{len(names)}] {name} ...")
             start = time.perf_counter()
             try:
-                results.update(run_workload(name, args, remote, results))
+                results.update(run_workload(name, args, remote))
             except Exception as e:
                 errors[name] = f"{type(e).__name__}: {e}"
                 _log(traceback.format_exc())

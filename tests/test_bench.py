@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,3 +135,63 @@ def test_unknown_workload_is_rejected() -> None:
     )
     assert completed.returncode != 0
     assert "unknown workload(s) no_such_workload" in completed.stderr
+
+
+def _bench_modules():  # noqa: ANN202 (imported lazily: bench is not a package of ours)
+    sys.path.insert(0, str(ROOT))
+    from bench import harness
+    from bench.workloads import dense, transformer, utilisation
+
+    return harness, dense, transformer, utilisation
+
+
+def test_interleave_pairs_samples_and_takes_numbers_per_sampler() -> None:
+    harness, *_ = _bench_modules()
+    calls: list[tuple[str, int]] = []
+
+    def sampler(name: str):  # noqa: ANN202
+        def sample(number: int) -> tuple[float, float]:
+            calls.append((name, number))
+            return float(len(calls)), 0.0
+
+        return sample
+
+    samplers = {("a", "raw"): sampler("a"), ("b", "raw"): sampler("b")}
+    numbers = {("a", "raw"): 2, ("b", "raw"): 5}
+    results = harness.interleave(samplers, 3, numbers, warmup=1)
+    assert calls == [("a", 2), ("b", 5)] + [("a", 2), ("b", 5)] * 3
+    # The i-th samples come from the same repetition (round-robin order).
+    assert results["a", "raw"].wall == [3.0, 5.0, 7.0]
+    assert results["b", "raw"].wall == [4.0, 6.0, 8.0]
+    single = harness.interleave({("a", "raw"): sampler("a")}, 2, 4, warmup=0)
+    assert calls[-2:] == [("a", 4), ("a", 4)] and len(single["a", "raw"].wall) == 2
+
+
+def test_utilisation_flops_match_the_closed_forms() -> None:
+    _, dense, transformer, utilisation = _bench_modules()
+    sizes, batch = dense.adam_sizes(False)
+    forward = sum(2 * batch * n * m for n, m in zip(sizes[:-1], sizes[1:]))
+    mlp = utilisation.train_flops(utilisation.mlp_products(sizes, batch))
+    assert mlp == 3 * forward - 2 * batch * sizes[0] * sizes[1]
+    for config in (transformer.FULL, transformer.QUICK):
+        n, d = config.batch * config.time, config.width
+        block = 24 * n * d * d + 4 * config.batch * config.time**2 * d
+        products = utilisation.transformer_products(config)
+        assert utilisation.train_flops(products) == 3 * config.layers * block
+
+
+def test_matmuls_sampler_computes_every_product() -> None:
+    # It returns the sum of all elements of every forward and backward product.
+    _, _, _, utilisation = _bench_modules()
+    products = [utilisation.Product(6, 5, 4), utilisation.Product(3, 2, 4, batch=2)]
+    products.append(utilisation.Product(4, 3, 2, input_grad=False))
+    run, operands = utilisation.matmuls(products)
+    expected = 0.0
+    for p, variables in zip(products, operands, strict=True):
+        x, w, g = (v.numpy().astype(np.float64) for v in variables)
+        expected += (x @ w).sum() + (np.swapaxes(x, -1, -2) @ g).sum()
+        if p.input_grad:
+            expected += (g @ np.swapaxes(w, -1, -2)).sum()
+    assert float(run()) == pytest.approx(expected, rel=1e-4)
+    wall, cpu = utilisation.matmuls_sampler(products)(2)
+    assert wall > 0 and cpu >= 0

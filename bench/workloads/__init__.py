@@ -6,9 +6,8 @@ A workload module defines `WORKLOADS`, name -> `Workload`. Timing workloads have
 whatever `import sonnet` gives, so the same code measures our library in
 this process and the original in a worker process started with `--vs`.
 Process workloads (import time, memory) have a `run(...)` that starts
-subprocesses itself. Derived workloads (utilisation) have a
-`derive(results, quick)` that computes their rows from the results of the
-workloads they `require`, measured earlier in the same run.
+subprocesses or measures several workloads' steps together itself
+(utilisation).
 
 Modules are imported lazily (`get`): a worker only imports what it runs.
 """
@@ -66,9 +65,7 @@ class Target:
 
 # run(impls, other_python, quick, device, repeats) -> {(row, impl): Samples}
 ProcessRunner = Callable[[tuple[str, ...], "str | None", bool, str, int], Any]
-# derive(results so far, quick) -> {(row, impl): Samples}
 Results = dict[tuple[str, str], Samples]
-Deriver = Callable[[Results, bool], Results]
 
 
 @dataclass(frozen=True)
@@ -83,9 +80,6 @@ class Workload:
     quick_number: int
     build: Builder | None = None
     run: ProcessRunner | None = None
-    derive: Deriver | None = None
-    # Workloads whose results `derive` reads; `--only` adds them (first).
-    requires: tuple[str, ...] = ()
     targets: tuple[Target, ...] = field(default_factory=tuple)
     # Whether the original (via `--vs`) can run this workload.
     original: bool = True
@@ -112,7 +106,7 @@ _MODULES = {
     "transformer_step": "bench.workloads.transformer",
     "decode_tokens": "bench.workloads.transformer",
     "mha_eager_overhead": "bench.workloads.transformer",
-    "utilisation": "bench.workloads.dense",
+    "utilisation": "bench.workloads.utilisation",
     "memory": "bench.workloads.process",
 }
 

@@ -1,4 +1,4 @@
-"""Dense workloads: matmul peak, eager `Linear`, MLP steps, tracing, utilisation.
+"""Dense workloads: matmul peak, eager `Linear`, MLP steps, tracing.
 
 The eager workloads are deliberately tiny (batch 8, 16 -> 32 -> 32 -> 10) so
 per-call Python overhead, not arithmetic, decides the ratio. The raw
@@ -14,12 +14,6 @@ keeps Adam's moments in its own variables and updates them with the fused
 (a `tf.function` of one `tf.matmul` of two 2048 x 2048 matrices, 8192 on a
 GPU), float32 and bfloat16, in GFLOP/s (`2 n^3` FLOPs per product).
 
-`utilisation`: the FLOP/s achieved by `mlp_adam_step` and `transformer_step`
-(their matmul FLOPs counted analytically, see `mlp_train_flops` and
-`bench.workloads.transformer.train_flops`, over the median step time) as a
-fraction of the float32 `peak_matmul` of the same run; for every
-implementation measured.
-
 `mlp128_trace`: `get_concrete_function` of a fresh `tf.function` calling a
 128-layer MLP of width 64 (inputs `[8, 64]`) whose variables exist: the
 per-layer Python cost of a traced layer call.
@@ -33,7 +27,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench.harness import Clock, Sampler, Samples, interleave, median, self_timed, timed
+from bench.harness import Clock, Sampler, Samples, interleave, self_timed, timed
 from bench.workloads import KERAS, ORIGINAL, OURS, RAW, Results, Row, Target, Workload
 
 LEARNING_RATE = 0.01
@@ -164,27 +158,13 @@ def _raw_adam(params: list[tf.Variable], lr: float = 1e-3) -> Callable[..., None
     return apply
 
 
-def _adam_sizes(quick: bool) -> tuple[list[int], int]:
+def adam_sizes(quick: bool) -> tuple[list[int], int]:
     """`mlp_adam_step`'s layer sizes and batch size."""
     return ([784, 64, 64, 10], 32) if quick else ([784, 1024, 1024, 10], 256)
 
 
-def mlp_train_flops(sizes: list[int], batch: int) -> float:
-    """Matmul FLOPs of one MLP train step (forward + backward).
-
-    Each layer's forward product `[B, n] x [n, m]` is `2 B n m` FLOPs; the
-    backward pass computes its weight gradient (`2 B n m` again) and, for
-    every layer but the first (the inputs are not differentiated), the
-    gradient of its inputs (`2 B n m`): `3 F - 2 B n_0 n_1` for forward
-    FLOPs `F`. Bias adds, activations, the loss and the optimizer (O(B n)
-    or O(n m) each, against O(B n m)) are not counted.
-    """
-    layers = [2 * batch * n * m for n, m in zip(sizes[:-1], sizes[1:], strict=True)]
-    return 3 * sum(layers) - layers[0]
-
-
 def build_mlp_adam_step(impl: str, quick: bool) -> dict[str, Sampler]:
-    sizes, batch = _adam_sizes(quick)
+    sizes, batch = adam_sizes(quick)
     x, y = _data(batch, sizes[0], sizes[-1])
     forward, module = _mlp(impl, sizes)
     params = _trainable(impl, module)
@@ -254,7 +234,7 @@ def _bf16_mlp(impl: str, sizes: list[int]) -> tuple[Callable[[tf.Tensor], Any], 
 
 
 def build_mlp_adam_step_bf16(impl: str, quick: bool) -> dict[str, Sampler]:
-    sizes, batch = _adam_sizes(quick)
+    sizes, batch = adam_sizes(quick)
     x, y = _data(batch, sizes[0], sizes[-1])
     samplers = {"mlp_adam_step_bf16": _adam_step(impl, _bf16_mlp, sizes, x, y)}
     if impl == "sonnet":
@@ -299,7 +279,7 @@ def _adam_apply(impl: str, params: list[tf.Variable]) -> Callable[..., None]:
     )
 
 
-def _matmul_size(quick: bool, device: str) -> int:
+def peak_size(quick: bool, device: str) -> int:
     if quick:
         return 512
     return 8192 if device == "gpu" else 2048
@@ -317,7 +297,7 @@ def run_peak_matmul(
 ) -> Results:
     """GFLOP/s of a square `tf.matmul`, per wall-clock and per CPU second."""
     del impls, other_python  # TensorFlow's kernels only ("raw").
-    n = _matmul_size(quick, device)
+    n = peak_size(quick, device)
     flops = 2.0 * n**3
     samplers = {}
     for row, dtype in PEAK_ROWS.items():
@@ -334,39 +314,6 @@ def run_peak_matmul(
         )
         for key, samples in times.items()
     }
-
-
-def _peak(results: Results) -> tuple[float, float] | None:
-    samples = results.get(("peak_matmul_f32", RAW))
-    if samples is None or not samples.wall:
-        return None
-    return median(samples.wall) * 1e9, median(samples.cpu) * 1e9
-
-
-def derive_utilisation(results: Results, quick: bool) -> Results:
-    """Achieved FLOP/s of the train steps / float32 matmul peak, per impl."""
-    from bench.workloads import transformer
-
-    peak = _peak(results)
-    if peak is None:
-        raise RuntimeError("utilisation needs peak_matmul's results (run it first)")
-    sizes, batch = _adam_sizes(quick)
-    flops = {
-        "mlp_adam_step": mlp_train_flops(sizes, batch),
-        "transformer_step": transformer.train_flops(
-            transformer.QUICK if quick else transformer.FULL
-        ),
-    }
-    derived: Results = {}
-    for step, step_flops in flops.items():
-        for impl in (OURS, RAW, KERAS, ORIGINAL):
-            samples = results.get((step, impl))
-            if samples is None or not samples.wall:
-                continue
-            wall = step_flops / median(samples.wall) / peak[0]
-            cpu = step_flops / median(samples.cpu) / peak[1]
-            derived[f"utilisation_{step}", impl] = Samples(wall=[wall], cpu=[cpu])
-    return derived
 
 
 MLP128 = 128
@@ -407,32 +354,6 @@ WORKLOADS = {
         quick_number=1,
         run=run_peak_matmul,
         original=False,
-    ),
-    "utilisation": Workload(
-        name="utilisation",
-        rows=(
-            Row(
-                "utilisation_mlp_adam_step",
-                "fraction",
-                "mlp_adam_step's matmul FLOP/s / peak_matmul_f32",
-            ),
-            Row(
-                "utilisation_transformer_step",
-                "fraction",
-                "transformer_step's matmul FLOP/s / peak_matmul_f32",
-            ),
-        ),
-        impls=(OURS, RAW, KERAS),
-        repeats=1,
-        number=1,
-        quick_repeats=1,
-        quick_number=1,
-        derive=derive_utilisation,
-        requires=("peak_matmul", "mlp_adam_step", "transformer_step"),
-        targets=(
-            Target("utilisation_mlp_adam_step", None, 0.8, at_least=True),
-            Target("utilisation_transformer_step", None, 0.8, at_least=True),
-        ),
     ),
     "linear_eager": Workload(
         name="linear_eager",

@@ -63,24 +63,6 @@ FULL = Config(layers=4, width=256, heads=4, time=128, batch=16)
 QUICK = Config(layers=1, width=32, heads=4, time=16, batch=2)
 
 
-def train_flops(config: Config) -> float:
-    """Matmul FLOPs of one `transformer_step` (forward + backward).
-
-    Per block, with `N = B T` positions of width `D`: the q, k, v and output
-    projections `4 x 2 N D^2`, the MLP (`D -> 4D -> D`) `2 x 2 N D 4D`, the
-    attention logits and the weighted sum of values `2 x 2 B T^2 D` (all `T x
-    T` pairs: the causal mask is applied to the full product), so forward
-    `F = 24 N D^2 + 4 B T^2 D` per block. The backward pass multiplies by
-    the weights' and the activations' gradients (every product's inputs are
-    differentiated: the first projections' inputs feed the first layer norm's
-    scale and offset), `2 F`; so `3 F` per block. Layer norms, GELU, softmax,
-    the loss and AdamW (O(N D) or O(D^2) each) are not counted.
-    """
-    n, d = config.batch * config.time, config.width
-    forward = 24 * n * d * d + 4 * config.batch * config.time**2 * d
-    return 3.0 * config.layers * forward
-
-
 # ---------------------------------------------------------------------------
 # Hand-written TensorFlow.
 
