@@ -28,12 +28,14 @@ speaks JSON lines over the worker's stdin/stdout:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,12 +165,32 @@ def interleave(
         for _ in range(warmup):
             sample(numbers[key])
     results = {key: Samples() for key in samplers}
-    for _ in range(repeats):
-        for key, sample in samplers.items():
-            wall, cpu = sample(numbers[key])
-            results[key].wall.append(wall)
-            results[key].cpu.append(cpu)
+    with frozen_heap():
+        for _ in range(repeats):
+            for key, sample in samplers.items():
+                wall, cpu = sample(numbers[key])
+                results[key].wall.append(wall)
+                results[key].cpu.append(cpu)
     return results
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Keeps the objects alive now (models, traced functions) out of `gc`'s scans.
+
+    Python's full collections scan every live object (~0.2 s with TensorFlow
+    imported) and start after a count of allocations, so one lands in
+    whichever sample crosses the count: in a round-robin, the same
+    implementation's sample each time (e.g. every other 128-layer trace of
+    one implementation 50% slower). With the heap frozen, collections scan
+    only what the samples themselves allocate, which each one pays for.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def worker_env(device: str, pythonpath: str | None = None) -> dict[str, str]:
