@@ -2,11 +2,21 @@
 
 Four virtual CPU devices are configured before TensorFlow initialises, so that
 distribution tests can use 2- and 4-replica `MirroredStrategy`s on CPU.
+
+TensorFlow's default CPU kernels are pinned (`TF_ENABLE_ONEDNN_OPTS=0`, unless
+set already) so that every machine runs the same kernels: TensorFlow turns its
+oneDNN kernels on by default only on CPUs with AVX-512-VNNI/BF16 or AMX, and
+those kernels treat invalid arguments differently (they accept some that the
+default ones reject, crash or compute garbage on others), which would change
+what the differential suite records of the original Sonnet from one machine
+to the next. `tests/test_onednn.py` runs the suites whose code paths depend on
+the kernels again with oneDNN on.
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import pytest

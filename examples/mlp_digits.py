@@ -178,7 +178,12 @@ def main(args: argparse.Namespace) -> None:
     status = tf.train.Checkpoint(model=fresh_model, optimizer=fresh_optimizer).read(
         path
     )
-    restored_probs = tf.nn.softmax(tf.cast(fresh_model(x_test), tf.float32)).numpy()
+    # Computed as `predict` computes (traced): in bfloat16, an eager call can
+    # round differently (oneDNN fuses bias and ReLU into a traced matmul).
+    fresh_predict = tf.function(
+        lambda images: tf.nn.softmax(tf.cast(fresh_model(images), tf.float32))
+    )
+    restored_probs = fresh_predict(x_test).numpy()
     # Every variable that exists now was restored; the optimizer's slots would
     # be restored when its first `apply` creates them (not needed here).
     status.assert_existing_objects_matched().expect_partial()

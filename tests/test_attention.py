@@ -472,7 +472,10 @@ def test_half_precision_is_close_to_float32(dtype, tolerance, config):
     for t in range(5):
         out, cache = half(xh[:, t : t + 1], cache=cache)
         outputs.append(tf.cast(out, tf.float32))
-    _close(tf.concat(outputs, 1), tf.cast(half(xh, causal=True), tf.float32), 1e-2)
+    # Position by position sums in another order: bfloat16's rounding (2^-8
+    # relative) shows, by up to 0.012 here with TensorFlow's default kernels.
+    full = tf.cast(half(xh, causal=True), tf.float32)
+    _close(tf.concat(outputs, 1), full, 1e-2 if dtype == tf.float16 else 3e-2)
 
 
 def test_float64():

@@ -79,18 +79,22 @@ def test_no_policy_and_float16_keep_their_kernels(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("machine", "flags", "expected"),
+    ("machine", "flags", "onednn", "expected"),
     [
-        ("x86_64", frozenset({"avx2", "fma"}), True),
-        ("x86_64", frozenset({"avx2", "avx512_bf16"}), False),
-        ("x86_64", frozenset({"avx2", "amx_bf16"}), False),
-        ("x86_64", None, False),
-        ("aarch64", frozenset({"bf16"}), False),
+        ("x86_64", frozenset({"avx2", "fma"}), False, True),
+        ("x86_64", frozenset({"avx2", "fma"}), True, True),
+        ("x86_64", frozenset({"avx2", "avx512_bf16"}), True, False),
+        ("x86_64", frozenset({"avx2", "amx_bf16"}), True, False),
+        # bfloat16 units, but TensorFlow's default kernels do not use them.
+        ("x86_64", frozenset({"avx2", "avx512_bf16"}), False, True),
+        ("x86_64", None, True, False),
+        ("aarch64", frozenset({"bf16"}), True, False),
     ],
 )
-def test_detection(machine, flags, expected, monkeypatch):
+def test_detection(machine, flags, onednn, expected, monkeypatch):
     monkeypatch.setattr(precision.platform, "machine", lambda: machine)
     monkeypatch.setattr(precision, "_cpu_flags", lambda: flags)
+    monkeypatch.setattr(precision.tf_compat, "onednn_enabled", lambda: onednn)
     precision.bfloat16_convolutions_in_float32.cache_clear()
     try:
         # This test machine has no GPU (CI): the CPU decides.

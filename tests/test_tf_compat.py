@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -292,3 +295,27 @@ def test_plain_variables_are_told_from_distributed_and_functional_ones():
     with snt.functional.variables():
         assert not tf_compat._is_plain_variable(tf.Variable(1.0))
     assert not tf_compat._is_plain_variable(tf.constant(1.0))
+
+
+def test_onednn_enabled_follows_tensorflows_setting() -> None:
+    # TF_ENABLE_ONEDNN_OPTS decides when set (the test suite's conftest sets it
+    # to 0 unless it is set already); a fresh process reports each setting.
+    script = (
+        "from sonnet._src import tf_compat; "
+        "print(tf_compat.onednn_enabled(), tf_compat.onednn_enabled())"
+    )
+    for setting, expected in (("0", "False False"), ("1", "True True")):
+        env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": setting}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        ).stdout
+        assert out.strip().splitlines()[-1] == expected
+    setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    if setting in ("0", "1"):
+        assert tf_compat.onednn_enabled() is (setting == "1")

@@ -321,14 +321,15 @@ def output_shape(
 def empty_output(
     shape: Sequence[int], w: Any, b: Any, channels_first: bool
 ) -> tf.Tensor:
-    """The (empty) output for an empty input, connected to `w` and `b`.
+    """The (empty) output for an empty input or filter, connected to `w` and `b`.
 
     TensorFlow's oneDNN CPU kernels return a tensor of the *input's* shape
-    for empty inputs, so the modules build empty outputs themselves when the
-    input shape is known to be empty (eagerly, or traced with that shape; an
-    empty batch fed to a function traced with an unknown batch size still
-    reaches the op). The gradients with respect to `w` and `b` are zeros, as
-    for the real op.
+    for empty inputs and reject filters with no output channels (the default
+    kernels accept both), so the modules build empty outputs themselves when
+    the input shape is known and the input or the output is empty (eagerly,
+    or traced with that shape; an empty batch fed to a function traced with
+    an unknown batch size still reaches the op). The gradients with respect
+    to `w` and `b` are zeros, as for the real op.
     """
     y = tf.zeros(shape, w.dtype) * tf.reduce_sum(w)
     if b is not None:
@@ -574,7 +575,8 @@ class ConvBase(base.Module):
             inputs = self._check_sizes(inputs)
         if self._output_rule is not None:
             dims = shape.as_list()
-            if 0 in dims and None not in dims:
+            empty = 0 in dims or self._output_rule.channels == 0
+            if empty and None not in dims:
                 return self._empty_output(inputs, dims, policy)
         # A graph may run on another machine (a SavedModel) or device: it
         # gets the portable layout, which Grappler adapts where it runs.

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, tf_compat, utils
 
 _CAST = tf.raw_ops.Cast
 
@@ -263,8 +263,9 @@ def _cpu_flags() -> frozenset[str] | None:
 def bfloat16_convolutions_in_float32() -> bool:
     """Whether bfloat16 convolutions run faster as float32 ones (cached).
 
-    True only on an x86-64 CPU whose flags show no bfloat16 arithmetic
-    (AVX-512 BF16, AMX), in a process that sees no GPU or TPU. There
+    True on an x86-64 CPU, in a process that sees no GPU or TPU, unless the
+    CPU's flags show bfloat16 arithmetic (AVX-512 BF16, AMX) *and*
+    TensorFlow runs its oneDNN kernels, which use it. Otherwise
     TensorFlow's bfloat16 convolution kernels convert every element to
     float32 and back; converting the inputs once, convolving in float32
     and rounding the result to bfloat16 gives the same forward values
@@ -278,7 +279,7 @@ def bfloat16_convolutions_in_float32() -> bool:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
     flags = _cpu_flags()
-    if flags is None or flags & _BF16_FLAGS:
+    if flags is None or (flags & _BF16_FLAGS and tf_compat.onednn_enabled()):
         return False
     return not tf.config.list_logical_devices(
         "GPU"

@@ -44,11 +44,17 @@ function itself (`mark_do_not_convert`) instead of wrapping it as
 checks is not public. Two names without a public spelling are re-exported
 here: the checkpoint's object graph proto (`TrackableObjectGraph`) and the
 base class of composite tensors (`CompositeTensor`).
+
+Whether TensorFlow runs its oneDNN CPU kernels (`onednn_enabled`) has no
+public API either: TensorFlow turns them on by default only on CPUs with
+AVX-512-VNNI, AVX-512-BF16, AVX-VNNI or AMX (and `TF_ENABLE_ONEDNN_OPTS`
+overrides it), and their bfloat16 convolutions are the fast ones.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -65,6 +71,20 @@ TrackableObjectGraph = trackable_object_graph_pb2.TrackableObjectGraph
 CompositeTensor = tf.__internal__.CompositeTensor
 
 _POLYMORPHIC = tf.types.experimental.PolymorphicFunction
+
+
+@functools.cache
+def onednn_enabled() -> bool:
+    """Whether this process's TensorFlow runs its oneDNN CPU kernels (cached).
+
+    False where TensorFlow cannot tell (a build without oneDNN, or one whose
+    internal query moved).
+    """
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:
+        return False
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 def is_tf_function(value: Any) -> bool:

@@ -2,9 +2,10 @@
 
 `harness.py` runs in the second virtual environment (see `original_python`)
 as one background process over all scenario files. Its results go to a cache
-directory keyed by the scenario code and the interpreter, so every pytest
-worker (and every later session, until a scenario file changes) reads the
-same file; tests wait only for the lines they need.
+directory keyed by the scenario code, the interpreter and TensorFlow's
+kernel setting (`TF_ENABLE_ONEDNN_OPTS`), so every pytest worker (and every
+later session, until a scenario file changes) reads the same file; tests
+wait only for the lines they need.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class OriginalResults:
         self.python = python
         self.files = [str(f) for f in scenario_files()]
         digest = hashlib.sha256(os.path.realpath(python).encode())
+        # TensorFlow's choice of CPU kernels changes what the original does
+        # with invalid arguments (see the root conftest.py).
+        onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default")
+        digest.update(f"TF_ENABLE_ONEDNN_OPTS={onednn}".encode())
         for path in [HERE / "harness.py", *self.files]:
             digest.update(Path(path).read_bytes())
         base = Path(tempfile.gettempdir()) / f"sonnet-differential-{os.getuid()}"
