@@ -288,6 +288,14 @@ def peak_size(quick: bool, device: str) -> int:
 PEAK_ROWS = {"peak_matmul_f32": tf.float32, "peak_matmul_bf16": tf.bfloat16}
 
 
+def square_matmul(n: int, dtype: tf.DType = tf.float32) -> Sampler:
+    """Times a `tf.function` of one `tf.matmul` of two `n x n` matrices."""
+    a = tf.cast(tf.random.normal([n, n], seed=0), dtype)
+    b = tf.cast(tf.random.normal([n, n], seed=1), dtype)
+    matmul = tf.function(tf.matmul)
+    return timed(lambda: matmul(a, b))
+
+
 def run_peak_matmul(
     impls: tuple[str, ...],
     other_python: str | None,
@@ -299,12 +307,7 @@ def run_peak_matmul(
     del impls, other_python  # TensorFlow's kernels only ("raw").
     n = peak_size(quick, device)
     flops = 2.0 * n**3
-    samplers = {}
-    for row, dtype in PEAK_ROWS.items():
-        a = tf.cast(tf.random.normal([n, n], seed=0), dtype)
-        b = tf.cast(tf.random.normal([n, n], seed=1), dtype)
-        matmul = tf.function(tf.matmul)
-        samplers[row, RAW] = timed(lambda m=matmul, a=a, b=b: m(a, b))
+    samplers = {(row, RAW): square_matmul(n, dtype) for row, dtype in PEAK_ROWS.items()}
     number = 1 if quick else (5 if device == "cpu" else 50)
     times = interleave(samplers, repeats, number, warmup=0 if quick else 1)
     return {

@@ -171,12 +171,7 @@ def run_utilisation(
         ),
     }
     n = dense.peak_size(quick, device)
-    a = tf.random.normal([n, n], seed=0)
-    b = tf.random.normal([n, n], seed=1)
-    matmul = tf.function(tf.matmul)
-    samplers: dict[tuple[str, str], Sampler] = {
-        (PEAK, RAW): timed(lambda: matmul(a, b))
-    }
+    samplers: dict[tuple[str, str], Sampler] = {(PEAK, RAW): dense.square_matmul(n)}
     numbers = {(PEAK, RAW): _NUMBERS[device]["peak"]}
     flops = {PEAK: 2.0 * n**3}
     for step, (build, products) in steps.items():
