@@ -6,6 +6,7 @@ here run 2 or 4 replicas on the CPU.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -698,3 +699,81 @@ def test_cross_replica_batch_norm_bad_inputs(kind, flag):
     ok, _ = bad_input.outcome(lambda: bn(x, is_training=flag), ["is_training"])
     if not ok:
         bad_input.assert_unchanged(bn, before)
+
+
+class _AssertsEager(snt.initializers.Initializer):
+    def __call__(self, shape, dtype):
+        assert tf.executing_eagerly()
+        return tf.ones(shape, dtype) * float(tf.reduce_sum(tf.ones([2])).numpy())
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+def test_create_variables_eagerly_runs_user_initializers_eagerly(autograph):
+    init = _AssertsEager()
+    call = _AssertsEager.__call__
+    f = tf.function(
+        snt.distribute.create_variables_eagerly(lambda: init([2], tf.float32)),
+        autograph=autograph,
+    )
+    np.testing.assert_allclose(f(), [2.0, 2.0])
+    # The classes get their own `__call__` back when the wrapper returns, so
+    # outside it an initializer runs where it is called.
+    assert _AssertsEager.__call__ is call
+    with pytest.raises(AssertionError):
+        tf.function(lambda: init([2], tf.float32))()
+
+
+def test_create_variables_eagerly_initializer_falls_back_to_the_graph():
+    class Scaled(snt.initializers.Initializer):
+        scale: Any = None
+
+        def __call__(self, shape, dtype):
+            return tf.ones(shape, dtype) * self.scale
+
+    init = Scaled()
+
+    @tf.function
+    def f(x):
+        init.scale = x  # A traced tensor: it cannot be read eagerly.
+        return snt.distribute.create_variables_eagerly(lambda: init([2], tf.float32))()
+
+    np.testing.assert_allclose(f(tf.constant(3.0)), [3.0, 3.0])
+
+
+def test_create_variables_eagerly_restores_initializers_after_an_error():
+    call = snt.initializers.Ones.__call__
+
+    def fails():
+        assert snt.initializers.Ones.__call__ is not call
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        tf.function(snt.distribute.create_variables_eagerly(fails))()
+    assert snt.initializers.Ones.__call__ is call
+
+
+def test_create_variables_eagerly_initializers_nested_and_in_other_threads():
+    seen: list[tuple[str, bool]] = []
+
+    class Spy(snt.initializers.Initializer):
+        def __call__(self, shape, dtype):
+            seen.append((threading.current_thread().name, tf.executing_eagerly()))
+            return tf.zeros(shape, dtype)
+
+    def other_thread():
+        # Traced while the main thread's scope is open: not this thread's.
+        tf.function(lambda: Spy()([1], tf.float32))()
+
+    def inner():
+        return Spy()([1], tf.float32)
+
+    def outer():
+        snt.distribute.create_variables_eagerly(inner)()  # Nested scope.
+        thread = threading.Thread(target=other_thread, name="other")
+        thread.start()
+        thread.join()
+        return Spy()([1], tf.float32)  # The outer scope is still open.
+
+    tf.function(snt.distribute.create_variables_eagerly(outer))()
+    main = threading.current_thread().name
+    assert seen == [(main, True), ("other", False), (main, True)]

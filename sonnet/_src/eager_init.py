@@ -26,6 +26,14 @@ while a `tf.function` is traced. The rule, for module authors:
   values. `snt.distribute.create_variables_eagerly` and
   `snt.distribute.CrossReplicaBatchNorm` opt in under a strategy
   (`under_strategies`), whose variable creator places the variables.
+* Inside `snt.distribute.create_variables_eagerly` (`constants_created_eagerly`)
+  every `snt.initializers.Initializer` also runs eagerly when called from a
+  trace, as in Sonnet 2.0.2, so an initializer may use eager values
+  (`.numpy()`, NumPy code). One that needs the graph (it reads a traced
+  tensor) runs again in the trace. This is done by replacing `__call__` of
+  the initializer classes while the outermost such scope is open, and only
+  while a function is traced (`_InitializersEagerly`); no other call path
+  changes.
 
 Constructors are not moved: a module built inside a trace names its scope
 the graph's way (`linear_1`), which the eager context would not do.
@@ -41,7 +49,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import tf_compat
+from sonnet._src import initializers, tf_compat
 
 __all__ = [
     "constants_created_eagerly",
@@ -132,11 +140,95 @@ def _constant_creator(next_creator: Callable[..., tf.Variable], **kwargs: Any) -
         return next_creator(**kwargs)
 
 
+class _InitializersEagerly:
+    """Makes `Initializer` subclasses run eagerly in this thread's scopes.
+
+    While at least one scope is open (in any thread), `__call__` of every
+    `snt.initializers.Initializer` subclass that defines one is replaced by a
+    wrapper; the wrapper runs the original in `tf.init_scope()` only in a
+    thread that is inside a scope and tracing, and falls back to the current
+    context if that fails. The classes get their own `__call__` back when the
+    last scope closes. Classes defined while a scope is open are not changed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._originals: dict[type, Any] = {}
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        if tf.executing_eagerly():  # Initializers already run eagerly.
+            yield
+            return
+        self._enter()
+        try:
+            with _flag("initializers"):
+                yield
+        finally:
+            self._exit()
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._open += 1
+            if self._open > 1:
+                return
+            for cls in _subclasses(initializers.Initializer):
+                call = cls.__dict__.get("__call__")
+                if call is None or getattr(call, "__isabstractmethod__", False):
+                    continue
+                self._originals[cls] = call
+                type.__setattr__(cls, "__call__", _run_eagerly(call))
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open:
+                return
+            for cls, call in self._originals.items():
+                type.__setattr__(cls, "__call__", call)
+            self._originals.clear()
+
+
+def _subclasses(cls: type) -> list[type]:
+    found: list[type] = []
+    pending = list(cls.__subclasses__())
+    while pending:
+        sub = pending.pop()
+        if sub not in found:
+            found.append(sub)
+            pending.extend(sub.__subclasses__())
+    return found
+
+
+def _run_eagerly(call: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(call)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        if tf.executing_eagerly() or not getattr(_state, "initializers", False):
+            return call(*args, **kwargs)
+        try:
+            with tf.init_scope():
+                return call(*args, **kwargs)
+        except Exception:  # Any failure: run it in the trace instead.
+            pass
+        return call(*args, **kwargs)
+
+    return tf_compat.mark_do_not_convert(wrapper)
+
+
+_initializers_eagerly = _InitializersEagerly()
+
+
 @contextlib.contextmanager
 def constants_created_eagerly() -> Iterator[None]:
     """Scope of `snt.distribute.create_variables_eagerly`: module
-    initialisation moves out of the trace under strategies too, and any other
-    variable whose initial value is eager, or a constant of the graph, is
-    created outside the graph from that value."""
-    with under_strategies(), tf.variable_creator_scope(_constant_creator):
+    initialisation moves out of the trace under strategies too, any
+    `snt.initializers.Initializer` called in a trace runs eagerly, and any
+    other variable whose initial value is eager, or a constant of the graph,
+    is created outside the graph from that value."""
+    with (
+        under_strategies(),
+        _initializers_eagerly.scope(),
+        tf.variable_creator_scope(_constant_creator),
+    ):
         yield

@@ -48,6 +48,15 @@ def register(h):
     )
     h.add("distribute.TpuReplicator", lambda: snt.distribute.TpuReplicator() and "ok")
     h.add("distribute.create_variables_eagerly", _create_variables_eagerly)
+    for autograph in (True, False):
+        h.add(
+            f"distribute.create_variables_eagerly/eager_initializer/autograph={autograph}",
+            lambda _a=autograph: _eager_initializer(_a),
+        )
+    h.add(
+        "distribute.create_variables_eagerly/initializer_needing_the_graph",
+        _initializer_needing_the_graph,
+    )
 
     # -- mixed precision
     h.grid(
@@ -148,6 +157,41 @@ def _create_variables_eagerly():
     mod = snt.Linear(2, w_init=snt.initializers.Constant(0.5))
     f = tf.function(snt.distribute.create_variables_eagerly(lambda x: mod(x)))
     return f(tf.ones([1, 3])), mod
+
+
+def _eager_initializer(autograph):
+    # 2.0.2 runs every `Initializer` called inside the wrapper eagerly, so
+    # one may use eager values.
+    class Ones(snt.initializers.Initializer):
+        def __call__(self, shape, dtype):
+            assert tf.executing_eagerly()
+            return tf.ones(shape, dtype) * float(tf.reduce_sum(tf.ones([2])).numpy())
+
+    init = Ones()
+    f = tf.function(
+        snt.distribute.create_variables_eagerly(lambda: init([2], tf.float32)),
+        autograph=autograph,
+    )
+    return f()
+
+
+def _initializer_needing_the_graph():
+    # An initializer that reads a traced tensor fails eagerly and runs in the
+    # graph instead.
+    class Scaled(snt.initializers.Initializer):
+        scale = None
+
+        def __call__(self, shape, dtype):
+            return tf.ones(shape, dtype) * self.scale
+
+    init = Scaled()
+
+    @tf.function
+    def f(x):
+        init.scale = x
+        return snt.distribute.create_variables_eagerly(lambda: init([2], tf.float32))()
+
+    return f(tf.constant(3.0))
 
 
 def _mixed_precision_scope(dtype):
