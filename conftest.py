@@ -18,7 +18,6 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -32,7 +31,7 @@ import sonnet as snt  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _doctest_globals(doctest_namespace):
-    doctest_namespace.update(snt=snt, tf=tf, np=np)
+    doctest_namespace.update(snt=snt, tf=tf)
 
 
 # The suites that take most of the run (thousands of parametrized cases, or

@@ -31,6 +31,7 @@ from sonnet._src.embed import Embed
 from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
 from sonnet._src.group_norm import GroupNorm
 from sonnet._src.keras_layer import KerasLayer
+from sonnet._src.layer_stack import LayerStack
 from sonnet._src.linear import Linear
 from sonnet._src.metrics import Mean, Metric, Sum
 from sonnet._src.moving_averages import ExponentialMovingAverage
@@ -49,6 +50,7 @@ from sonnet._src.recurrent.trainable_state import TrainableState
 from sonnet._src.recurrent.unroll import dynamic_unroll, static_unroll
 from sonnet._src.recurrent.unrolled_lstm import UnrolledLSTM
 from sonnet._src.recurrent.vanilla import VanillaRNN
+from sonnet._src.remat import remat
 from sonnet._src.reshape import Flatten, Reshape, flatten, reshape
 from sonnet._src.rms_norm import RMSNorm
 from sonnet._src.rotary import RotaryEmbedding, apply_rotary_embedding
@@ -87,6 +89,7 @@ __all__ = [
     "LSTM",
     "LSTMState",
     "LayerNorm",
+    "LayerStack",
     "Linear",
     "Mean",
     "Metric",
@@ -126,6 +129,7 @@ __all__ = [
     "pad",
     "precision",
     "regularizers",
+    "remat",
     "reshape",
     "restore_checkpoint",
     "scale_gradient",

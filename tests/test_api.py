@@ -20,9 +20,10 @@ SNT_ALL = set(
 )
 
 SUBMODULES = {
-    # `Transformer` and `TransformerBlock` are additions of issue 13.
+    # `Transformer` and `TransformerBlock` are additions of issue 13,
+    # `copy_transformer_weights` of issue 24 (stacked <-> unrolled).
     "nets": "MLP Cifar10ConvNet resnet ResNet ResNet50 Transformer TransformerBlock "
-    "VectorQuantizer VectorQuantizerEMA",
+    "VectorQuantizer VectorQuantizerEMA copy_transformer_weights",
     "nets.resnet": "BlockGroup BottleNeckBlockV1 BottleNeckBlockV2",
     # `AdamW` and `schedules` are additions of issue 13 (beyond Sonnet 2).
     "optimizers": "Adam AdamW Momentum RMSProp SGD schedules",
@@ -58,6 +59,10 @@ ADDITIONS |= {
 }
 # Added by issue 16: the fast mixed-precision path.
 ADDITIONS |= {"precision"}
+# Added by issue 24: deep models (layers stored stacked, run in a loop).
+ADDITIONS |= {"LayerStack"}
+# Added by issue 24: rematerialisation (recompute a call in the backward pass).
+ADDITIONS |= {"remat"}
 
 
 def _get(path: str):

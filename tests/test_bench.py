@@ -125,6 +125,58 @@ def test_table_from_json_reprints_the_tables(
     assert len(tables(stdout)) == 2 + len(WORKLOADS) + 2 + 1
 
 
+DEEP_WORKLOADS = ("transformer48_first_result", "transformer48_step", "remat_memory")
+
+
+def test_deep_model_rows_and_targets(tmp_path: Path) -> None:
+    # Issue 24's rows: our library in two configurations each (every value in
+    # the "ours" column), compared by row targets; remat_memory runs its two
+    # configurations in fresh processes and reports their step times too.
+    out = tmp_path / "results.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", ",".join(DEEP_WORKLOADS)]
+        + ["--json", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["errors"] == {}
+    rows = {row["row"]: row for row in report["rows"]}
+    assert list(rows) == [
+        "transformer48_first_result",
+        "transformer48_first_result_unrolled",
+        "transformer48_step",
+        "transformer48_step_unrolled",
+        "transformer48_step_xla",
+        "transformer48_step_xla_unrolled",
+        "remat_memory",
+        "remat_memory_plain",
+        "remat_step",
+        "remat_step_plain",
+    ]
+    for row in rows.values():
+        assert set(row["impls"]) == {"ours"}, row["row"]
+        assert row["impls"]["ours"]["median"] > 0, row["row"]
+    assert rows["remat_memory"]["unit"] == "MiB"
+    targets = {(t["row"], t["other_row"]): t for t in report["targets"]}
+    assert set(targets) == {
+        ("transformer48_first_result", "transformer48_first_result_unrolled"),
+        ("transformer48_step", "transformer48_step_unrolled"),
+        ("transformer48_step_xla", "transformer48_step_xla_unrolled"),
+        ("remat_memory", "remat_memory_plain"),
+        ("remat_step", "remat_step_plain"),
+    }
+    for (row, other_row), target in targets.items():
+        assert target["other"] == "ours"
+        expected = rows[row]["impls"]["ours"]["median"]
+        expected /= rows[other_row]["impls"]["ours"]["median"]
+        assert target["ratio"] == pytest.approx(expected)
+
+
 def test_unknown_workload_is_rejected() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "bench", "--only", "no_such_workload"],

@@ -106,8 +106,12 @@ _MODULES = {
     "transformer_step": "bench.workloads.transformer",
     "decode_tokens": "bench.workloads.transformer",
     "mha_eager_overhead": "bench.workloads.transformer",
+    "transformer48_first_result": "bench.workloads.deep",
+    "transformer48_step": "bench.workloads.deep",
     "utilisation": "bench.workloads.utilisation",
     "memory": "bench.workloads.process",
+    "remat_memory": "bench.workloads.deep",
+    "remat_memory_unrolled": "bench.workloads.deep",
 }
 
 NAMES = tuple(_MODULES)

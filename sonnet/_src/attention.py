@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, linear, once, precision, utils
+from sonnet._src import base, checks, errors, linear, once, precision, utils
 from sonnet._src import rotary as rotary_lib
 
 _HALF_DTYPES = frozenset([tf.float16, tf.bfloat16])
@@ -211,7 +211,7 @@ class MultiHeadAttention(base.Module):
         kv_heads = checks.optional_size("num_kv_heads", num_kv_heads)
         self.num_kv_heads = self.num_heads if kv_heads is None else kv_heads
         if self.num_heads % self.num_kv_heads:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "num_kv_heads",
                 f"must divide `num_heads` ({self.num_heads})",
                 num_kv_heads,
@@ -220,7 +220,7 @@ class MultiHeadAttention(base.Module):
         checks.initializer("w_init", w_init)
         checks.initializer("b_init", b_init)
         if not self.with_bias and b_init is not None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "b_init", "must be None when `with_bias=False` (no biases)", b_init
             )
         self.w_init = w_init
@@ -228,7 +228,7 @@ class MultiHeadAttention(base.Module):
         self.rotary = checks.flag("rotary", rotary)
         self.rotary_base = rotary_lib.check_base(rotary_base, "rotary_base")
         if self.rotary and self.key_size % 2:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "key_size",
                 "must be even with `rotary=True` (features are rotated in pairs)",
                 key_size,
@@ -378,7 +378,7 @@ class MultiHeadAttention(base.Module):
             (key is None or key is inputs)
             and (value is None or value is inputs or value is key)
         ):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "cache",
                 "is only for self-attention: `key` and `value` must be None",
                 cache,
@@ -471,7 +471,7 @@ class MultiHeadAttention(base.Module):
             heads = _TRANSPOSE(x=_BATCH_MAT_MUL(x=weights, y=v), perm=_HEADS_FIRST)
         else:
             heads = _EINSUM(inputs=[weights, v], equation=self._equations[1])
-        model_size = self.output.w.shape[1]
+        model_size = self.output.output_size
         outputs = _project(self.output, heads, (batch, time, model_size), cast)
         if policy is not None:
             outputs = precision.cast_outputs(policy, outputs)
@@ -512,7 +512,7 @@ class MultiHeadAttention(base.Module):
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any]:
         """The cache's key, value, int32 index and length, checked."""
         if not isinstance(cache, (tuple, list)) or len(cache) != 3:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "cache",
                 "must be an `snt.AttentionCache` from `initial_cache`",
                 cache,
@@ -535,7 +535,7 @@ class MultiHeadAttention(base.Module):
         known = tf.get_static_value(index)
         if known is not None and time is not None and not isinstance(length, tf.Tensor):
             if not 0 <= known <= length - time:
-                raise checks.invalid_argument(
+                raise errors.invalid_argument(
                     "cache",
                     f"has room for {length} positions: with {known} filled, it "
                     f"cannot take {time} more (make it with a larger "
@@ -565,10 +565,10 @@ class MultiHeadAttention(base.Module):
     ) -> tf.Tensor:
         """`mask` as a boolean tensor that broadcasts against the logits."""
         if mask is None or isinstance(mask, (str, bytes)):
-            raise utils.bad_type("mask", "must be a boolean tensor", mask)
+            raise errors.bad_type("mask", "must be a boolean tensor", mask)
         mask = utils.to_tensor("mask", mask)
         if mask.dtype != tf.bool:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "mask",
                 "must be a boolean tensor (True where attention is allowed)",
                 mask,
@@ -576,7 +576,7 @@ class MultiHeadAttention(base.Module):
         shape = mask.shape
         rank = shape.rank
         if rank not in (2, 3, 4):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "mask",
                 "must have rank 2 `[T, S]`, 3 `[H, T, S]` or 4 `[B, H, T, S]`",
                 shape,
@@ -587,7 +587,7 @@ class MultiHeadAttention(base.Module):
         target = [query.shape[0], self.num_heads, query.shape[1], key_time]
         for m, t in zip(shape.as_list(), target[-rank:]):
             if m is not None and t is not None and m not in (1, t):
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "mask",
                     f"must broadcast against `[B, num_heads, T, S]` = {target}",
                     shape,
@@ -615,13 +615,13 @@ def _first_inputs(
     for argument, x in (("query", query), ("key", key), ("value", value)):
         shape = x.shape
         if shape.rank != 3:
-            raise utils.bad_value(argument, "must have rank 3 `[B, T, D]`", shape)
+            raise errors.bad_value(argument, "must have rank 3 `[B, T, D]`", shape)
         if not x.dtype.is_floating:
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 argument, "must have a floating point dtype", x
             )
         if shape[-1] is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 argument,
                 "must have a known last dimension on the first call, which "
                 "creates the weights",
@@ -635,13 +635,13 @@ def _check_input(argument: str, x: tf.Tensor, size: int, dtype: tf.DType) -> Non
     """Checks a query, key or value against the module's (or first) inputs."""
     shape = x.shape
     if shape.rank != 3:
-        raise utils.bad_value(argument, "must have rank 3 `[B, T, D]`", shape)
+        raise errors.bad_value(argument, "must have rank 3 `[B, T, D]`", shape)
     if x.dtype is not dtype and x.dtype != dtype:
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument, f"must have dtype {dtype.name}, as `query` on the first call", x
         )
     if shape[-1] not in (None, size):
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             argument,
             f"must have last dimension {size}, as on the first call (which "
             "created the weights)",
@@ -653,7 +653,7 @@ def _as_tensor(argument: str, x: Any) -> tf.Tensor:
     if type(x) is linear.EAGER_TENSOR or isinstance(x, tf.Tensor):
         return x
     if x is None or isinstance(x, (str, bytes)):
-        raise utils.bad_type(argument, "must be a float tensor `[B, T, D]`", x)
+        raise errors.bad_type(argument, "must be a float tensor `[B, T, D]`", x)
     return utils.to_tensor(argument, x)
 
 
@@ -661,7 +661,7 @@ def _check_same_dims(argument: str, x: tf.Tensor, other: tf.Tensor, count: int) 
     """Raises unless `x` and `other` agree on their first `count` dimensions."""
     for a, b in zip(x.shape.as_list()[:count], other.shape.as_list()[:count]):
         if a is not None and b is not None and a != b:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 argument,
                 f"must match the leading dimensions of the other inputs "
                 f"({other.shape.as_list()[:count]})",
@@ -687,21 +687,18 @@ def _project(
     dtype: tf.DType | None = None,
 ) -> tf.Tensor:
     """`module(x)` for `[..., D]` inputs, reshaped to `shape`, with the kernels
-    only; with a `dtype` (a policy's compute dtype) the variables are cast to it.
+    only; with a `dtype` (a policy's compute dtype) the kernel and bias are in it.
 
-    One 2-D matmul over all rows: TensorFlow's gradient of a batched matmul
-    by a 2-D weight is a matmul per example plus a sum (about twice the CPU
-    time of the weight gradient here).
+    The kernel is the projection's weight step's (`weights.py`), as in its own
+    call. One 2-D matmul over all rows: TensorFlow's gradient of a batched
+    matmul by a 2-D weight is a matmul per example plus a sum (about twice the
+    CPU time of the weight gradient here).
     """
-    w = module.w
-    if dtype is None:
-        y = _MAT_MUL(a=_reshape(x, (-1, w.shape[0])), b=w)
-        if module.with_bias:
-            y = _BIAS_ADD(value=y, bias=module.b)
-    else:
-        y = _MAT_MUL(a=_reshape(x, (-1, w.shape[0])), b=precision.cast(w, dtype))
-        if module.with_bias:
-            y = _BIAS_ADD(value=y, bias=precision.cast(module.b, dtype))
+    w = module._weight_step(module, dtype)
+    y = _MAT_MUL(a=_reshape(x, (-1, w.shape[0])), b=w)
+    if module.with_bias:
+        b = module.b if dtype is None else precision.cast(module.b, dtype)
+        y = _BIAS_ADD(value=y, bias=b)
     return _reshape(y, shape)
 
 
@@ -720,21 +717,21 @@ def _cache_tensor(
     x: Any, dtype: tf.DType, heads: int, size: int, cast: bool = False
 ) -> tf.Tensor:
     if x is None or isinstance(x, (str, bytes)):
-        raise utils.bad_type("cache", "must hold tensors", x)
+        raise errors.bad_type("cache", "must hold tensors", x)
     x = utils.to_tensor("cache", x)
     if cast:
         x = precision.cast(x, dtype)
     shape = x.shape
     if shape.rank != 4:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "cache", "must hold keys and values of rank 4 `[B, L, heads, size]`", shape
         )
     if x.dtype != dtype:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "cache", f"must hold {dtype.name} keys and values (the inputs' dtype)", x
         )
     if shape[2] not in (None, heads) or shape[3] not in (None, size):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "cache",
             f"must hold keys and values of shape `[B, L, {heads}, size]` (for "
             "this module's `num_kv_heads`, `key_size` and `value_size`)",
@@ -745,12 +742,12 @@ def _cache_tensor(
 
 def _cache_index(index: Any) -> tf.Tensor:
     if index is None or isinstance(index, (str, bytes)):
-        raise utils.bad_type("cache", "must have an integer `index`", index)
+        raise errors.bad_type("cache", "must have an integer `index`", index)
     index = utils.to_tensor("cache", index)
     if not index.dtype.is_integer:
-        raise utils.bad_type("cache", "must have an integer `index`", index)
+        raise errors.bad_type("cache", "must have an integer `index`", index)
     if index.shape.rank != 0:
-        raise utils.bad_value("cache", "must have a scalar `index`", index)
+        raise errors.bad_value("cache", "must have a scalar `index`", index)
     return index if index.dtype == tf.int32 else tf.cast(index, tf.int32)
 
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, precision, utils
+from sonnet._src import base, checks, errors, initializers, precision, utils
 from sonnet._src.norm_params import NormParams, as_inputs
 from sonnet._src.once import once
 
@@ -79,7 +79,7 @@ def check_axis(axis: Any) -> tuple[int, ...] | slice:
             return tuple(items)  # type: ignore[arg-type]
     index = checks.as_index(axis)
     if index is None or isinstance(axis, (str, bytes)):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "axis", "must be an int, a slice or an iterable of ints", axis
         )
     return (index,)
@@ -93,12 +93,12 @@ def resolve_axis(axis: tuple[int, ...] | slice, rank: int) -> tuple[int, ...]:
     for a in axis:
         if not -rank <= a < rank:
             # The original's `tf.nn.moments` failed: InvalidArgumentError.
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "axis", f"must name axes of the rank-{rank} inputs", axis
             )
         resolved.append(a % rank)
     if len(set(resolved)) != len(resolved):
-        raise checks.invalid_argument("axis", "must not repeat an axis", axis)
+        raise errors.invalid_argument("axis", "must not repeat an axis", axis)
     return tuple(sorted(resolved))
 
 

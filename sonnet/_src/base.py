@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import eager_init, tf_compat
+from sonnet._src import eager_init, keras_variables, module_config, tf_compat
 from sonnet._src import once as once_lib
 
 T = TypeVar("T")
@@ -134,6 +134,18 @@ def _wrap_property(prop: property) -> property:
 
 
 _ARGSPECS: dict[type, inspect.FullArgSpec] = {}
+_SIGNATURE = "_snt_signature"
+
+
+def _constructor_signature(cls: type) -> inspect.Signature | None:
+    """`cls.__init__`'s signature without `self`: what `inspect.signature`
+    gives for a class whose metaclass has no `__call__` of its own."""
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):  # E.g. a C-implemented `__init__`.
+        return None
+    parameters = list(signature.parameters.values())[1:]
+    return signature.replace(parameters=parameters)
 
 
 def _argspec(cls: type) -> inspect.FullArgSpec:
@@ -159,6 +171,7 @@ def auto_repr(cls: type, *args: Any, **kwargs: Any) -> str:
     Arguments equal to their defaults are left out; a line longer than 80
     characters is split into one argument per line.
 
+    >>> from sonnet._src.base import auto_repr
     >>> auto_repr(snt.Linear, 3, name="lin")
     "Linear(output_size=3, name='lin')"
     """
@@ -228,6 +241,9 @@ class ModuleMetaclass(abc.ABCMeta):
                 methods.append(key)
         namespace.setdefault("__repr__", _auto_repr)
         cls = super().__new__(mcs, name, bases, namespace, **kw)
+        # Read by `ModuleMetaclass.__signature__`: computed once per class.
+        signature = namespace.get("__signature__") or _constructor_signature(cls)
+        type.__setattr__(cls, _SIGNATURE, signature)
         if "__call__" in namespace:
             # A `utils.no_autograph` `__call__` must mark the instances too.
             tf_compat.mark_instances_do_not_convert(cls, namespace["__call__"])
@@ -255,6 +271,17 @@ class ModuleMetaclass(abc.ABCMeta):
                 setattr(cls, key, wrap(value))
         return cls
 
+    @property
+    def __signature__(cls) -> inspect.Signature | None:
+        """The constructor's signature, without `self`.
+
+        `inspect.signature(cls)` (and so `help()`, IDEs and notebooks) would
+        otherwise show this metaclass's `__call__(*args, **kwargs)`. Defined
+        on the metaclass, so instances are unaffected: `inspect.signature`
+        of a module instance is still its `__call__`'s.
+        """
+        return cls.__dict__.get(_SIGNATURE)
+
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         obj: Any = cls.__new__(cls, *args, **kwargs)  # type: ignore[call-overload]
         try:
@@ -273,6 +300,8 @@ class ModuleMetaclass(abc.ABCMeta):
                 ".__init__`."
             )
         state["_auto_repr"] = auto_repr(cls, *args, **kwargs)
+        # The call itself, for `snt.KerasLayer.get_config` (`module_config`).
+        state["_snt_call"] = module_config.record(args, kwargs)
         return obj
 
 
@@ -344,6 +373,7 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
 
     _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {  # type: ignore[attr-defined]
         "_auto_repr",
+        "_snt_call",
         "_snt_once",
         "_precision",
     }
@@ -372,8 +402,16 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
     @property
     @no_name_scope
     def variables(self) -> Sequence[tf.Variable]:
-        """All variables of this module and its submodules (raises if empty)."""
-        result = super().variables
+        """All variables of this module and its submodules (raises if empty).
+
+        In `tf.Module`'s order: the module's attributes in sorted name order
+        (into lists, tuples and dicts), then each submodule's variables, depth
+        first. Keras 3 layers and `keras.Variable`s held this way count too,
+        in their place in that order, as the `tf.Variable`s that hold their
+        values (a layer's in `layer.weights` order; one not built yet has
+        none). Each variable is listed once.
+        """
+        result = keras_variables.variables(self)
         if not result and not getattr(self, _ALLOW_EMPTY, False):
             raise ValueError(_EMPTY_MESSAGE.format(module=self, prop="variables"))
         return result
@@ -381,8 +419,14 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
     @property
     @no_name_scope
     def trainable_variables(self) -> Sequence[tf.Variable]:
-        """Trainable variables of this module and its submodules (raises if empty)."""
-        result = super().trainable_variables
+        """Trainable variables of this module and its submodules (raises if empty).
+
+        As `variables`, keeping trainable `tf.Variable`s and what Keras calls
+        trainable (`layer.trainable_weights`, `keras.Variable.trainable`): a
+        Keras layer's non-trainable weights, such as batch-norm statistics,
+        and frozen layers are only in `variables`.
+        """
+        result = keras_variables.trainable_variables(self)
         if not result and not getattr(self, _ALLOW_EMPTY, False):
             raise ValueError(
                 _EMPTY_MESSAGE.format(module=self, prop="trainable_variables")

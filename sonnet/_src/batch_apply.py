@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, errors
 
 
 def _is_tensor(x: Any) -> bool:
@@ -23,7 +23,7 @@ def _num_dims(value: Any) -> int:
     """
     result = checks.integer("num_dims", value)
     if result == 0:
-        raise checks.invalid_argument_type("num_dims", "must be non-zero", value)
+        raise errors.invalid_argument_type("num_dims", "must be non-zero", value)
     return result
 
 
@@ -32,7 +32,7 @@ def _resolve(num_dims: int, rank: int) -> int:
     if num_dims > 0:
         return num_dims
     if rank + num_dims <= 0:
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "num_dims",
             f"must leave at least one leading dimension of the rank-{rank} input",
             num_dims,
@@ -65,7 +65,7 @@ def merge_leading_dims(x: Any, num_dims: int) -> Any:
         return x
     shape = x.shape
     if shape.rank is None:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "x", "must have a known rank to merge its leading dimensions", x
         )
     num_dims = _resolve(num_dims, shape.rank)
@@ -110,9 +110,9 @@ def split_leading_dim(x: Any, example: Any, num_dims: int) -> Any:
     try:
         example_shape = tf.TensorShape(example.shape)
     except (AttributeError, TypeError, ValueError) as e:
-        raise utils.bad_type("example", "must be a tensor or array", example) from e
+        raise errors.bad_type("example", "must be a tensor or array", example) from e
     if example_shape.rank is not None and example_shape.rank < num_dims:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "example", f"must have at least `num_dims`={num_dims} dimensions", example
         )
     leading = example_shape[:num_dims]
@@ -124,7 +124,7 @@ def split_leading_dim(x: Any, example: Any, num_dims: int) -> Any:
         result = tf.reshape(x, new_shape)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
         # The original let the reshape fail: `InvalidArgumentError`.
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "x",
             f"must have a first dimension equal to the product of the first "
             f"{num_dims} dimensions of `example` (shape {example.shape}) ({e})",
@@ -191,7 +191,7 @@ class BatchApply(base.Module):
         )
         if example is None:
             # The original read `.shape` of the first argument.
-            raise checks.lacks_attribute_value(
+            raise errors.lacks_attribute_value(
                 "args",
                 "must contain at least one tensor (whose leading dimensions are "
                 "merged)",
@@ -201,7 +201,7 @@ class BatchApply(base.Module):
         if num_dims < 0 and example.shape.rank is not None:
             num_dims = _resolve(num_dims, example.shape.rank)
         if example.shape.rank is not None and example.shape.rank < num_dims:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "args",
                 f"must start with a tensor of rank >= num_dims={num_dims}",
                 example,

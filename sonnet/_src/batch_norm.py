@@ -9,6 +9,7 @@ import tensorflow as tf
 from sonnet._src import (
     base,
     checks,
+    errors,
     initializers,
     metrics,
     moving_averages,
@@ -29,14 +30,16 @@ def _check_real_eps(eps: Any) -> Any:
     if isinstance(eps, (str, bytes)):
         # The original's ops failed on it (`TypeError` or, unfused,
         # `InvalidArgumentError`).
-        raise checks.invalid_argument_type("eps", "must be a real number", eps)
+        raise errors.invalid_argument_type("eps", "must be a real number", eps)
     if eps is None:
-        raise utils.bad_value("eps", "must be a real number", eps)
+        raise errors.bad_value("eps", "must be a real number", eps)
     eps = checks.tf_real("eps", eps)
     if isinstance(eps, tf.Tensor):
         static = tf.get_static_value(eps)
         if static is None:
-            raise utils.bad_value("eps", "must have a value known before the call", eps)
+            raise errors.bad_value(
+                "eps", "must have a value known before the call", eps
+            )
         eps = checks.real("eps", static)
     return eps
 
@@ -133,8 +136,8 @@ class BaseBatchNorm(NormParams, base.Module):
     offset: tf.Variable
     _check_eps = staticmethod(_check_real_eps)
     # The original's ops failed on inputs unlike the first call's.
-    _bad_input = staticmethod(checks.invalid_argument)
-    _bad_input_type = staticmethod(checks.invalid_argument_type)
+    _bad_input = staticmethod(errors.invalid_argument)
+    _bad_input_type = staticmethod(errors.invalid_argument_type)
 
     def __init__(
         self,
@@ -253,7 +256,7 @@ class BaseBatchNorm(NormParams, base.Module):
         try:
             return tf.convert_to_tensor(value, dtype=self._dtype)
         except (TypeError, ValueError) as e:
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 argument, f"must be convertible to a {self._dtype.name} tensor", value
             ) from e
 
@@ -267,18 +270,18 @@ class BaseBatchNorm(NormParams, base.Module):
             f"{'' if min_rank == 1 else ' after the batch'})"
         )
         if rank is None:
-            raise utils.bad_value("inputs", expected, inputs)
+            raise errors.bad_value("inputs", expected, inputs)
         if rank < min_rank:
             # The original indexed the shape past its end.
-            raise checks.invalid_argument_index("inputs", expected, inputs)
+            raise errors.invalid_argument_index("inputs", expected, inputs)
         if not inputs.dtype.is_floating:
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 "inputs", "must have a floating point dtype", inputs
             )
         channel_axis = rank - 1 if self._channel_index == -1 else 1
         channels = shape[channel_axis]
         if channels is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs", "must have a statically known number of channels", inputs
             )
         self._rank = rank
@@ -299,7 +302,7 @@ class BaseBatchNorm(NormParams, base.Module):
             ("moving_variance", self.moving_variance),
         ):
             if not callable(getattr(metric, "initialize", None)):
-                raise checks.lacks_attribute(
+                raise errors.lacks_attribute(
                     argument,
                     "must be a metric with `initialize`, `update` and `value` "
                     "(e.g. snt.ExponentialMovingAverage)",

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, once, precision, utils
+from sonnet._src import base, checks, errors, initializers, once, precision
 from sonnet._src import linear as linear_lib
 
 _BIAS_ADD = tf.raw_ops.BiasAdd
@@ -30,14 +30,14 @@ def _covered_axes(rank: int, bias_dims: tuple[int, ...] | None) -> list[int]:
     axes = []
     for dim in bias_dims:
         if not -rank <= dim < rank:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "bias_dims",
                 f"must contain axes of the input, which has rank {rank}",
                 list(bias_dims),
             )
         dim %= rank
         if dim == 0:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "bias_dims",
                 "must not contain the batch axis 0 (a bias is shared by all "
                 "examples of a batch)",
@@ -78,7 +78,7 @@ def calculate_bias_shape(
     axes = _covered_axes(rank, dims)
     for axis in axes:
         if input_shape[axis] is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs",
                 f"must have a known size along axis {axis} (a bias axis) on the "
                 "first call, which creates the bias",
@@ -127,6 +127,9 @@ class Bias(base.Module):
     # The bias axes, as `(axis counted from the end, size)` pairs; None until
     # the module is built.
     _covered: tuple[tuple[int, int | None], ...] | None = None
+    # Whether the bias is one axis, the last (`BiasAdd` then checks the
+    # inputs itself); False until the module is built.
+    _last_axis_only = False
 
     def __init__(
         self,
@@ -148,9 +151,9 @@ class Bias(base.Module):
         """Checks first-call `inputs`; returns their shape, dtype and the bias shape."""
         shape, dtype = linear_lib.shape_and_dtype(inputs)
         if shape.rank is None or shape.rank < 2:
-            raise utils.bad_value("inputs", "must have rank >= 2", shape)
+            raise errors.bad_value("inputs", "must have rank >= 2", shape)
         if not (dtype.is_floating or dtype.is_integer):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "inputs", "must have a floating point or integer dtype", inputs
             )
         if self.output_size is not None and tuple(shape[1:].as_list()) != tuple(
@@ -158,7 +161,7 @@ class Bias(base.Module):
         ):
             # The original failed on an int or list `output_size` with a
             # TypeError, on a mismatching tuple with a ValueError.
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 "inputs",
                 f"must have shape {[None, *self.output_size]} (from `output_size`)",
                 shape,
@@ -202,7 +205,7 @@ class Bias(base.Module):
         try:
             multiplier = tf.convert_to_tensor(multiplier, dtype=dtype)
         except (TypeError, ValueError) as e:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "multiplier",
                 f"must be a number or tensor of dtype {dtype.name} (that of `inputs`)",
                 multiplier,
@@ -215,7 +218,7 @@ class Bias(base.Module):
             if result.rank != shape.rank or not result.is_compatible_with(shape):
                 raise ValueError(f"the sum would have shape {result}")
         except ValueError as e:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "multiplier",
                 f"must broadcast against the bias (shape {list(bias_shape)}) and "
                 f"`inputs` (shape {shape}) without changing the shape of `inputs`",
@@ -239,71 +242,59 @@ class Bias(base.Module):
             along a bias axis, or too low a rank.
           TypeError: if `inputs` has a different dtype than the first input.
         """
-        policy = self._precision
-        if policy is not None:
-            return self._mixed_call(inputs, multiplier, policy)
-        if multiplier is not None:
-            multiplier = self._check_multiplier(inputs, multiplier)
-        if self._covered is None:
-            self._initialize(inputs)
+        # Fast branch: an eager call of a built module without a policy whose
+        # bias is the last axis; bad inputs make `BiasAdd` raise, and only
+        # then do we work out what was wrong.
         if (
             multiplier is None
             and self._last_axis_only
             and type(inputs) is linear_lib.EAGER_TENSOR
+            and self._precision is None
         ):
             try:
                 return _BIAS_ADD(value=inputs, bias=self.b)
-            except checks.OP_ERRORS as e:
+            except errors.OP_ERRORS as e:
                 self._check_inputs(inputs, e)
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "inputs", f"could not be added to the bias ({e})", inputs
                 ) from e
-        return self._general_call(inputs, multiplier)
+        return self._call(inputs, multiplier)
 
-    def _mixed_call(
-        self, inputs: Any, multiplier: Any, policy: precision.Policy
-    ) -> tf.Tensor:
-        """A call under a `snt.precision` policy: inputs and `b` cast once."""
-        dtype = policy.compute_dtype
-        if not isinstance(inputs, (tf.Tensor, tf.Variable)):
-            linear_lib.shape_and_dtype(inputs)  # Our errors for None, strings.
-            inputs = tf.convert_to_tensor(inputs)
-        x = precision.cast(inputs, dtype)
+    def _call(self, inputs: Any, multiplier: Any) -> tf.Tensor:
+        """The call path: the policy's step (floating inputs and `b` in its
+        compute dtype; nothing without a policy), checks, build, add, and the
+        outputs in the policy's output dtype (if any)."""
+        policy = self._precision
+        dtype = None
+        x = inputs
+        if policy is not None:
+            dtype = policy.compute_dtype
+            if not isinstance(inputs, (tf.Tensor, tf.Variable)):
+                linear_lib.shape_and_dtype(inputs)  # Our errors for None, strings.
+                inputs = tf.convert_to_tensor(inputs)
+            x = precision.cast(inputs, dtype)
         if multiplier is not None:
             multiplier = self._check_multiplier(x, multiplier, dtype)
         if self._covered is None:
             self._initialize(x)
-        b = precision.cast(self.b, dtype)
-        y = self._general_call(x, multiplier, b, dtype)
-        return precision.cast_outputs(policy, y)
-
-    def _general_call(
-        self,
-        inputs: Any,
-        multiplier: Any,
-        b: Any = None,
-        compute_dtype: tf.DType | None = None,
-    ) -> tf.Tensor:
-        # `b` and `compute_dtype`: the cast bias and the dtype of a
-        # `snt.precision` policy's call (None: `self.b` in its own dtype).
-        shape = self._check_inputs(inputs, compute_dtype=compute_dtype)
+        shape = self._check_inputs(x, compute_dtype=dtype)
         covered = self._covered or ()
         if shape.rank is not None and any(shape[a] is None for a, _ in covered):
             # Only while tracing: check the bias axes when the graph runs.
             expected: list[int | None] = [None] * shape.rank
             for axis, size in covered:
                 expected[axis] = size
-            inputs = tf.ensure_shape(inputs, expected)
-        if b is None:
-            b = self.b
+            x = tf.ensure_shape(x, expected)
+        b = self.b if dtype is None else precision.cast(self.b, dtype)
         if multiplier is not None:
             b = b * multiplier
         try:
-            return tf.add(inputs, b)
-        except checks.OP_ERRORS as e:
-            raise utils.bad_value(
-                "inputs", f"could not be added to the bias ({e})", inputs
+            y = tf.add(x, b)
+        except errors.OP_ERRORS as e:
+            raise errors.bad_value(
+                "inputs", f"could not be added to the bias ({e})", x
             ) from e
+        return y if policy is None else precision.cast_outputs(policy, y)
 
     @base.no_name_scope
     def _check_inputs(
@@ -323,14 +314,14 @@ class Bias(base.Module):
             raise e from error
         if compute_dtype is not None:
             if dtype != compute_dtype:
-                raise utils.bad_type(
+                raise errors.bad_type(
                     "inputs",
                     "must have a floating point dtype (the module computes in "
                     f"{compute_dtype.name} under its `snt.precision` policy)",
                     inputs,
                 ) from error
         elif dtype != self.b.dtype:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "inputs",
                 f"must have dtype {self.b.dtype.name}, the dtype of the first input",
                 inputs,
@@ -338,7 +329,7 @@ class Bias(base.Module):
         covered = self._covered or ()
         if shape.rank is None:
             if covered and not self._last_axis_only:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "inputs",
                     "must have a known rank to be checked against the bias",
                     shape,
@@ -346,12 +337,12 @@ class Bias(base.Module):
             return shape
         needed = max([2] + [1 - axis for axis, _ in covered])
         if shape.rank < needed:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs", f"must have rank >= {needed} to match the bias", shape
             ) from error
         for axis, size in covered:
             if shape[axis] is not None and shape[axis] != size:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "inputs",
                     f"must have size {size} along axis {shape.rank + axis}, as on "
                     "the first call (a bias axis)",

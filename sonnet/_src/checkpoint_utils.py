@@ -29,7 +29,7 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf import message
 
-from sonnet._src import tf_compat, utils
+from sonnet._src import errors, tf_compat
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _READ_ERRORS = (tf.errors.OpError, IndexError, ValueError, message.DecodeError)
@@ -37,7 +37,7 @@ _READ_ERRORS = (tf.errors.OpError, IndexError, ValueError, message.DecodeError)
 
 def _unreadable(path: str, error: BaseException) -> ValueError:
     reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return utils.bad_value(
+    return errors.bad_value(
         "save_path",
         "must be a complete, readable TensorFlow checkpoint (reading it failed "
         f"with {type(error).__name__}: {reason})",
@@ -143,13 +143,13 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, save_path: Any) -> Any:
 the variable has shape (4,) dtype float32
     """
     if not isinstance(checkpoint, tf.train.Checkpoint):
-        raise utils.bad_type("checkpoint", "must be a tf.train.Checkpoint", checkpoint)
+        raise errors.bad_type("checkpoint", "must be a tf.train.Checkpoint", checkpoint)
     if save_path is None:
         return checkpoint.restore(None)  # Nothing saved yet: initialize.
     try:
         path = os.fspath(save_path)
     except TypeError as e:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "save_path", "must be a checkpoint prefix (str or path)", save_path
         ) from e
     try:
@@ -160,7 +160,7 @@ the variable has shape (4,) dtype float32
     if graph is not None:
         mismatches = _mismatches(checkpoint, graph, reader)
         if mismatches:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "save_path",
                 "holds values that do not fit the existing variables (a module "
                 "built with a different configuration?): " + "; ".join(mismatches),

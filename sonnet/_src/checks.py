@@ -8,11 +8,11 @@ return a silently wrong result, and then with the exception type code written
 for the original catches:
 
 - `ValueError` / `TypeError` where the original raised those;
-- `InvalidArgumentError` (below) where the original let a TensorFlow op fail:
+- `errors.InvalidArgumentError` where the original let a TensorFlow op fail:
   it is both a `ValueError` and a `tf.errors.InvalidArgumentError`.
 
-Every message follows one template: the argument, what was expected, and
-`Received: ...` (`utils.bad_value` / `utils.bad_type`).
+The errors and their one message template (the argument, what was expected,
+and `Received: ...`) live in `errors.py`, which imports nothing of the library.
 """
 
 from __future__ import annotations
@@ -26,65 +26,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import utils
-
-bad_value = utils.bad_value
-bad_type = utils.bad_type
-
-# What TF raises when an op cannot handle its operands: eagerly at run time
-# (`InvalidArgumentError`; `NotFoundError` when no kernel supports the dtype;
-# oneDNN's CPU kernels report some as `AbortedError`) or, while tracing, a
-# `ValueError`/`TypeError` from shape and dtype inference. Modules catch these
-# around their ops (a zero-cost `try`) to explain the failure in our words.
-OP_ERRORS = (
-    tf.errors.InvalidArgumentError,
-    tf.errors.NotFoundError,
-    tf.errors.UnimplementedError,
-    tf.errors.AbortedError,
-    ValueError,
-    TypeError,
-)
-
-
-class InvalidArgumentError(ValueError, tf.errors.InvalidArgumentError):
-    """A clean error for an input on which the original's TF op failed.
-
-    Code written for Sonnet 2.0.2 catches such failures as
-    `tf.errors.InvalidArgumentError`; new code catches `ValueError`. This
-    class is both.
-    """
-
-    # TF's own signature: AutoGraph rebuilds errors raised while tracing
-    # with it (other signatures would turn them into `StagingError`s).
-    def __init__(self, node_def: Any, op: Any, message: str, *args: Any):
-        tf.errors.InvalidArgumentError.__init__(self, node_def, op, message, *args)
-
-    def __reduce__(self) -> Any:
-        return (type(self), (None, None, self.message))
-
-
-class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
-    """`InvalidArgumentError` for a value of the wrong type (also a `TypeError`).
-
-    E.g. a float size, or inputs of the wrong dtype: the original's TF op
-    failed with `InvalidArgumentError`; new code catches `TypeError`.
-    """
-
-
-def invalid_argument(
-    argument: str, expected: str, received: Any
-) -> InvalidArgumentError:
-    """`InvalidArgumentError` in the project's template (see `utils.bad_value`)."""
-    message = str(bad_value(argument, expected, received))
-    return InvalidArgumentError(None, None, message)
-
-
-def invalid_argument_type(
-    argument: str, expected: str, received: Any
-) -> InvalidArgumentTypeError:
-    """`InvalidArgumentTypeError` in the project's template (`utils.bad_type`)."""
-    message = str(bad_type(argument, expected, received))
-    return InvalidArgumentTypeError(None, None, message)
+from sonnet._src import errors
 
 
 def _static_index(value: Any) -> int | None:
@@ -124,13 +66,14 @@ def integer(argument: str, value: Any, minimum: int | None = None) -> int:
     if result is None:
         if isinstance(value, (tf.Tensor, tf.Variable)):
             # The original's `operator.index` of a float tensor's NumPy value.
-            message = str(bad_type(argument, "must be an integer", value))
-            raise InvalidArgumentAttributeError(None, None, message)
-        raise invalid_argument_type(argument, "must be an integer", value)
+            raise errors.invalid_argument_attribute(
+                argument, "must be an integer", value
+            )
+        raise errors.invalid_argument_type(argument, "must be an integer", value)
     if minimum is not None and result < minimum:
         kind = {0: "a non-negative", 1: "a positive"}.get(minimum)
         expected = f"must be {kind} integer" if kind else f"must be >= {minimum}"
-        raise invalid_argument(argument, expected, value)
+        raise errors.invalid_argument(argument, expected, value)
     return result
 
 
@@ -172,11 +115,11 @@ def tensor_size(argument: str, value: Any) -> int | tf.Tensor:
     if isinstance(value, (tf.Tensor, tf.Variable)):
         dtype = value.dtype
         if not (dtype.is_integer or dtype.is_floating or dtype.is_bool):
-            raise invalid_argument_type(
+            raise errors.invalid_argument_type(
                 argument, "must be an integer or a scalar tensor", value
             )
         if value.shape.rank not in (0, None):
-            raise invalid_argument(argument, "must be a scalar", value)
+            raise errors.invalid_argument(argument, "must be a scalar", value)
         known = tf.get_static_value(value)
         if known is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
             known = value.numpy()
@@ -184,15 +127,15 @@ def tensor_size(argument: str, value: Any) -> int | tf.Tensor:
             result = tf.cast(value, tf.int32)
             return result if result.shape.rank == 0 else tf.reshape(result, [])
         if np.ndim(known) != 0 or not np.isfinite(known):
-            raise invalid_argument(argument, "must be a finite scalar", value)
+            raise errors.invalid_argument(argument, "must be a finite scalar", value)
         value = int(known)
     result = as_index(value)
     if result is None:
-        raise invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument, "must be an integer or a scalar tensor", value
         )
     if result < 0:
-        raise invalid_argument(argument, "must be a non-negative integer", value)
+        raise errors.invalid_argument(argument, "must be a non-negative integer", value)
     return result
 
 
@@ -215,19 +158,23 @@ def integers(
     if isinstance(value, (str, bytes, tf.Tensor, tf.Variable)) or not isinstance(
         value, Iterable
     ):
-        raise invalid_argument_type(argument, "must be a sequence of integers", value)
+        raise errors.invalid_argument_type(
+            argument, "must be a sequence of integers", value
+        )
     try:
         items = [as_index(v) for v in value]
     except TypeError as e:  # A 0-d NumPy array.
-        raise invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument, "must be a sequence of integers", value
         ) from e
     # Items went to TF ops in the original, which failed with
     # `InvalidArgumentError`s.
     if None in items:
-        raise invalid_argument_type(argument, "must be a sequence of integers", value)
+        raise errors.invalid_argument_type(
+            argument, "must be a sequence of integers", value
+        )
     if minimum is not None and any(v < minimum for v in items):  # type: ignore[operator]
-        raise invalid_argument(
+        raise errors.invalid_argument(
             argument, f"must contain only integers >= {minimum}", value
         )
     return tuple(items)  # type: ignore[arg-type]
@@ -242,7 +189,7 @@ def seed(argument: str, value: Any) -> int | None:
         return result
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return int(value)
-    raise bad_type(argument, "must be an integer or None", value)
+    raise errors.bad_type(argument, "must be an integer or None", value)
 
 
 def flag(argument: str, value: Any) -> bool:
@@ -255,19 +202,19 @@ def flag(argument: str, value: Any) -> bool:
     if value is True or value is False:
         return value
     if isinstance(value, (str, bytes)):
-        raise bad_type(argument, "must be a bool", value)
+        raise errors.bad_type(argument, "must be a bool", value)
     if isinstance(value, (tf.Tensor, tf.Variable)):
         static = tf.get_static_value(value)
         if static is None:
-            raise bad_type(argument, "must be a bool (a Python value)", value)
+            raise errors.bad_type(argument, "must be a bool (a Python value)", value)
         value = static
     try:
         return bool(value)
     except ValueError as e:
         # Several elements: `if value:` raised `ValueError` in the original.
-        raise bad_value(argument, "must have a single truth value", value) from e
+        raise errors.bad_value(argument, "must have a single truth value", value) from e
     except TypeError as e:
-        raise bad_type(argument, "must be a bool", value) from e
+        raise errors.bad_type(argument, "must be a bool", value) from e
 
 
 def real(
@@ -293,28 +240,28 @@ def real(
             or dtype.is_bool
             or not (dtype.is_floating or dtype.is_integer)
         ):
-            raise bad_type(argument, "must be a real number", value)
+            raise errors.bad_type(argument, "must be a real number", value)
         if float_tensor and not dtype.is_floating:
-            raise invalid_argument_type(
+            raise errors.invalid_argument_type(
                 argument, "must be a number or a float tensor", value
             )
         if value.shape.rank not in (0, None):
-            raise bad_value(argument, "must be a scalar", value)
+            raise errors.bad_value(argument, "must be a scalar", value)
         return value
     if isinstance(value, np.ndarray):
         if value.ndim != 0 or value.dtype.kind not in "biuf":
-            raise bad_type(argument, "must be a real number", value)
+            raise errors.bad_type(argument, "must be a real number", value)
         value = value[()]
     if not isinstance(value, (numbers.Real, np.bool_)):
-        raise bad_type(argument, "must be a real number", value)
+        raise errors.bad_type(argument, "must be a real number", value)
     result = float(value)
     # NaN and infinities only ever gave garbage (NaN weights or losses).
     if not math.isfinite(result):
-        raise bad_value(argument, "must be finite", value)
+        raise errors.bad_value(argument, "must be finite", value)
     if minimum is not None and result < minimum:
-        raise bad_value(argument, f"must be >= {minimum}", value)
+        raise errors.bad_value(argument, f"must be >= {minimum}", value)
     if maximum is not None and result > maximum:
-        raise bad_value(argument, f"must be <= {maximum}", value)
+        raise errors.bad_value(argument, f"must be <= {maximum}", value)
     return result
 
 
@@ -326,13 +273,13 @@ def function(argument: str, value: Any, expected: str = "must be callable") -> N
     a mistake.
     """
     if not callable(value) or isinstance(value, type):
-        raise bad_type(argument, expected, value)
+        raise errors.bad_type(argument, expected, value)
 
 
 def callable_or_none(argument: str, value: Any, expected: str = "callable") -> None:
     """Raises a `TypeError` unless `value` is None or callable."""
     if value is not None and not callable(value):
-        raise bad_type(argument, f"must be {expected} or None", value)
+        raise errors.bad_type(argument, f"must be {expected} or None", value)
 
 
 def initializer(argument: str, value: Any) -> None:
@@ -343,7 +290,7 @@ def initializer(argument: str, value: Any) -> None:
     the original failed later, calling it with the wrong arguments.
     """
     if value is not None and (not callable(value) or isinstance(value, type)):
-        raise bad_type(
+        raise errors.bad_type(
             argument, "must be a callable `(shape, dtype) -> tensor` or None", value
         )
 
@@ -353,9 +300,9 @@ def dtype(argument: str, value: Any, floating: bool = False) -> tf.DType:
     try:
         result = tf.as_dtype(value)
     except (TypeError, ValueError) as e:
-        raise bad_type(argument, "must be a TensorFlow dtype", value) from e
+        raise errors.bad_type(argument, "must be a TensorFlow dtype", value) from e
     if floating and not result.is_floating:
-        raise bad_value(argument, "must be a floating point dtype", result)
+        raise errors.bad_value(argument, "must be a floating point dtype", result)
     return result
 
 
@@ -366,7 +313,9 @@ def unused_initializer(argument: str, value: Any, flag_name: str, used: bool) ->
     `create_scale=False`.
     """
     if value is not None and not used:
-        raise bad_value(argument, f"must be None when `{flag_name}=False`", value)
+        raise errors.bad_value(
+            argument, f"must be None when `{flag_name}=False`", value
+        )
 
 
 def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:
@@ -383,75 +332,10 @@ def mode_flag(argument: str, value: Any) -> bool | tf.Tensor:
         elif isinstance(value, tf.Variable) or tf.get_static_value(value) is None:
             if value.dtype == tf.bool and value.shape.rank in (0, None):
                 return value  # type: ignore[return-value]
-            raise bad_type(
+            raise errors.bad_type(
                 argument, "must be a Python bool or a scalar boolean tensor", value
             )
     return flag(argument, value)
-
-
-class AttributeTypeError(TypeError, AttributeError):
-    """A clean `TypeError` for an argument on which the original failed with
-    `AttributeError` (it used an attribute the value lacks, e.g. `.items()` of
-    a list given for a dict).
-
-    Code written for Sonnet 2.0.2 may catch `AttributeError`; new code
-    catches `TypeError`. This class is both. Not for use inside properties or
-    `__getattr__`, where Python treats an `AttributeError` as "no attribute".
-    """
-
-
-def lacks_attribute(argument: str, expected: str, received: Any) -> AttributeTypeError:
-    """`AttributeTypeError` in the project's template (see `utils.bad_type`)."""
-    return AttributeTypeError(str(bad_type(argument, expected, received)))
-
-
-class AttributeValueError(ValueError, AttributeError):
-    """As `AttributeTypeError`, for a clean `ValueError` (e.g. no tensor among
-    arguments whose `.shape` the original read)."""
-
-
-def lacks_attribute_value(
-    argument: str, expected: str, received: Any
-) -> AttributeValueError:
-    """`AttributeValueError` in the project's template (see `utils.bad_value`)."""
-    return AttributeValueError(str(bad_value(argument, expected, received)))
-
-
-def error_like(
-    error: Exception, argument: str, expected: str, received: Any
-) -> ValueError | TypeError:
-    """Our message, with the class (`ValueError` or `TypeError`) of the TF
-    `error` the original let through, e.g. from `tf.convert_to_tensor`
-    (`ValueError` for None or a tensor of another dtype, `TypeError` for a
-    value of the wrong kind)."""
-    make = bad_value if isinstance(error, ValueError) else bad_type
-    return make(argument, expected, received)
-
-
-class UnimplementedError(ValueError, tf.errors.UnimplementedError):
-    """As `InvalidArgumentError`, where the original's TF op had no kernel for
-    the input's dtype (`tf.errors.UnimplementedError`, e.g. arithmetic on
-    strings)."""
-
-    def __init__(self, node_def: Any, op: Any, message: str, *args: Any):
-        tf.errors.UnimplementedError.__init__(self, node_def, op, message, *args)
-
-    def __reduce__(self) -> Any:
-        return (type(self), (None, None, self.message))
-
-
-class UnimplementedTypeError(UnimplementedError, TypeError):
-    """`UnimplementedError` for a value of the wrong type (also a `TypeError`),
-    e.g. a string hyper-parameter, which the original's `tf.cast` had no
-    kernel for."""
-
-
-def unimplemented_type(
-    argument: str, expected: str, received: Any
-) -> UnimplementedTypeError:
-    """`UnimplementedTypeError` in the project's template (`utils.bad_type`)."""
-    message = str(bad_type(argument, expected, received))
-    return UnimplementedTypeError(None, None, message)
 
 
 def tf_real(
@@ -469,54 +353,10 @@ def tf_real(
     `tf.convert_to_tensor`).
     """
     if value is None:
-        raise bad_value(argument, "must be a real number", value)
+        raise errors.bad_value(argument, "must be a real number", value)
     if isinstance(value, (list, tuple)) and len(value) == 1:
         value = value[0]
     return real(argument, value, minimum, maximum, float_tensor=float_tensor)
-
-
-class InternalError(InvalidArgumentError, tf.errors.InternalError):
-    """As `InvalidArgumentError`, where the original's TF kernel failed with
-    `tf.errors.InternalError` (oneDNN's CPU kernels report some invalid
-    arguments so, e.g. an empty filter in a transposed convolution)."""
-
-
-def internal(argument: str, expected: str, received: Any) -> InternalError:
-    """`InternalError` in the project's template (see `utils.bad_value`)."""
-    return InternalError(None, None, str(bad_value(argument, expected, received)))
-
-
-class InvalidArgumentIndexError(InvalidArgumentError, IndexError):
-    """As `InvalidArgumentError`, where the original indexed past the end of
-    something it was given (e.g. the shape of a scalar input), raising
-    `IndexError`."""
-
-
-class InvalidArgumentAttributeError(InvalidArgumentTypeError, AttributeError):
-    """`InvalidArgumentTypeError` for a float tensor given as an integer: the
-    original took its NumPy value's `__index__` (an `AttributeError`) or fed
-    it to a TF op (`InvalidArgumentError`)."""
-
-
-def invalid_argument_index(
-    argument: str, expected: str, received: Any
-) -> InvalidArgumentIndexError:
-    """`InvalidArgumentIndexError` in the project's template (`utils.bad_value`)."""
-    message = str(bad_value(argument, expected, received))
-    return InvalidArgumentIndexError(None, None, message)
-
-
-class InvalidArgumentZeroDivisionError(InvalidArgumentError, ZeroDivisionError):
-    """As `InvalidArgumentError`, where the original divided by a zero count
-    it was given (`ZeroDivisionError`, e.g. zero channel groups)."""
-
-
-def invalid_argument_zero(
-    argument: str, expected: str, received: Any
-) -> InvalidArgumentZeroDivisionError:
-    """`InvalidArgumentZeroDivisionError` in the project's template."""
-    message = str(bad_value(argument, expected, received))
-    return InvalidArgumentZeroDivisionError(None, None, message)
 
 
 def after(asserts: Sequence[Any], value: tf.Tensor) -> tf.Tensor:

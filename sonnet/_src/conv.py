@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, conv_base, initializers, once, pad, utils
+from sonnet._src import base, checks, conv_base, errors, initializers, once, pad
 
 Padding = Callable[[int], Sequence[int]]
 
@@ -71,6 +71,7 @@ class ConvND(conv_base.ConvBase):
         None means channels last.
       name: Module name.
 
+    >>> from sonnet._src.conv import ConvND
     >>> conv = ConvND(2, output_channels=4, kernel_shape=3)
     >>> conv(tf.ones([1, 8, 8, 3])).shape
     TensorShape([1, 8, 8, 4])
@@ -124,7 +125,7 @@ class ConvND(conv_base.ConvBase):
             self.conv_padding = padding.upper()
             if self.conv_padding not in ("SAME", "VALID"):
                 # The original's op failed with `InvalidArgumentError`.
-                raise checks.invalid_argument("padding", _PADDING_EXPECTED, padding)
+                raise errors.invalid_argument("padding", _PADDING_EXPECTED, padding)
             self.padding_func = None
             self._padding = None
             self._spatial_pads = None
@@ -166,7 +167,7 @@ class ConvND(conv_base.ConvBase):
     def _explicit_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
         """`tf.pad` paddings for padding function(s), in the input's layout."""
         if not (callable(padding) or isinstance(padding, (list, tuple))):
-            raise utils.bad_type("padding", _PADDING_EXPECTED, padding)
+            raise errors.bad_type("padding", _PADDING_EXPECTED, padding)
         pairs = pad.create(
             cast(Any, padding),
             self._kernel,
@@ -183,7 +184,7 @@ class ConvND(conv_base.ConvBase):
                 )
                 or min(pair) < 0
             ):
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "padding",
                     "functions must return [before, after]: two non-negative "
                     f"integers (got {pair!r})",

@@ -6,9 +6,11 @@ owns `__call__`. A subclass checks its arguments in `__init__`; its
 `@snt.once` `_initialize` creates the variables and hands `ConvBase._bind`
 the op to run (a bound method taking the input and a `Layout`) and the
 layouts it can run in. Every call then runs one sequence: convert the
-inputs, build on the first call, check the rank and the channels, check the
-spatial sizes, build an empty output itself, run the op between its
-transposes and before its bias, and explain a failure.
+inputs (and cast them to a `snt.precision` policy's compute dtype), build on
+the first call, check the rank and the channels, check the spatial sizes,
+build an empty output itself, get the kernel for this call from the weight
+step (`weights.py`), run the op between its transposes and before its bias,
+and explain a failure.
 
 Layouts. TensorFlow's CPU kernels implement convolutions only for
 channels-last layouts (and transposed ones without dilation), in graphs as
@@ -42,7 +44,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, precision, utils
+from sonnet._src import (
+    base,
+    checks,
+    errors,
+    initializers,
+    precision,
+    utils,
+    weights,
+)
 
 # Channels-last and channels-first layouts for each number of spatial dims.
 FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
@@ -59,10 +69,12 @@ def check_num_spatial_dims(num_spatial_dims: Any, kind: str) -> int:
     if isinstance(num_spatial_dims, bool) or not isinstance(
         num_spatial_dims, (int, np.integer)
     ):
-        raise utils.bad_type("num_spatial_dims", "must be an integer", num_spatial_dims)
+        raise errors.bad_type(
+            "num_spatial_dims", "must be an integer", num_spatial_dims
+        )
     n = int(num_spatial_dims)
     if n not in FORMATS:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "num_spatial_dims",
             f"must be 1, 2 or 3 ({kind} exist for 1-D, 2-D and 3-D inputs)",
             num_spatial_dims,
@@ -81,12 +93,12 @@ def check_data_format(data_format: Any, num_spatial_dims: int) -> bool:
         return False
     expected = f"must be {last!r} (channels last) or {first!r} (channels first)"
     if not isinstance(data_format, str):
-        raise utils.bad_type("data_format", expected, data_format)
+        raise errors.bad_type("data_format", expected, data_format)
     if data_format in (last, "channels_last"):
         return False
     if data_format in (first, "channels_first"):
         return True
-    raise utils.bad_value(
+    raise errors.bad_value(
         "data_format",
         f"{expected} for {num_spatial_dims} spatial dimension(s)",
         data_format,
@@ -111,23 +123,23 @@ def check_sizes(
     None is refused. `arrays`: also take a 1-D array, tensor or
     `tf.TensorShape` (where the original passed the value to a TensorFlow
     op). `invalid` makes the error for a size below the minimum (default:
-    `checks.InvalidArgumentError`).
+    `errors.InvalidArgumentError`).
 
     A malformed value (a string, None, a sequence of the wrong length) raises
-    `checks.InvalidArgumentTypeError`, both a `TypeError` and a `ValueError`:
+    `errors.InvalidArgumentTypeError`, both a `TypeError` and a `ValueError`:
     the original failed with either, depending on the module and argument.
     """
     expected = "must be a positive integer or a sequence of them"
     if value is None:
         if default is None:
-            raise checks.invalid_argument_type(argument, expected, value)
+            raise errors.invalid_argument_type(argument, expected, value)
         return (default,) * num_spatial_dims
     if isinstance(value, (str, bytes)):
-        raise checks.invalid_argument_type(argument, expected, value)
+        raise errors.invalid_argument_type(argument, expected, value)
     if arrays:
         value = _as_sequence(value)
     if isinstance(value, Sequence) and len(value) not in (1, num_spatial_dims):
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument,
             f"must be a scalar or a sequence of length 1 or {num_spatial_dims}",
             value,
@@ -135,9 +147,9 @@ def check_sizes(
     values = utils.replicate(value, num_spatial_dims, argument)
     try:
         return tuple(checks.whole_size(argument, v, allow_zero) for v in values)
-    except checks.InvalidArgumentTypeError:
+    except errors.InvalidArgumentTypeError:
         raise
-    except checks.InvalidArgumentError:
+    except errors.InvalidArgumentError:
         if invalid is None:
             raise
         kind = "non-negative" if allow_zero else "positive"
@@ -161,7 +173,7 @@ def _as_sequence(value: Any) -> Any:
 def check_no_stride_with_rate(stride: Sequence[int], rate: Sequence[int]) -> None:
     """TensorFlow's dilated convolutions need stride 1: reject both > 1."""
     if any(s > 1 for s in stride) and any(r > 1 for r in rate):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "rate",
             f"must be 1 when `stride` is larger than 1 (stride={tuple(stride)}); "
             "strided dilated convolutions are not supported",
@@ -175,7 +187,7 @@ def bias_initializer(with_bias: bool, b_init: Any) -> Any:
     if with_bias:
         return initializers.Zeros() if b_init is None else b_init
     if b_init is not None:
-        raise utils.bad_value("b_init", "must be None when `with_bias=False`", b_init)
+        raise errors.bad_value("b_init", "must be None when `with_bias=False`", b_init)
     return None
 
 
@@ -205,7 +217,7 @@ def to_channels_first(n: int) -> tuple[int, ...]:
 
 def rank_error(inputs: tf.Tensor, rank: int) -> ValueError:
     """The error for inputs whose rank is not (known to be) `rank`."""
-    return utils.bad_value(
+    return errors.bad_value(
         "inputs",
         f"must have rank {rank} (batch, spatial dims, channels)",
         _shape_text(inputs.shape),
@@ -219,13 +231,13 @@ def check_build_inputs(inputs: tf.Tensor, rank: int, channel_index: int) -> int:
         raise rank_error(inputs, rank)
     channels = shape[channel_index]
     if channels is None:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "inputs",
             f"must have a known number of channels (axis {channel_index % rank})",
             _shape_text(shape),
         )
     if channels == 0:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "inputs",
             f"must have at least one channel (axis {channel_index % rank})",
             _shape_text(shape),
@@ -241,7 +253,7 @@ def check_default_init_dtype(inputs: tf.Tensor) -> None:
     `ValueError`; ours is also a `TypeError`).
     """
     if not inputs.dtype.is_floating:
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "inputs",
             "must have a floating point dtype (or give a `w_init` for "
             f"{inputs.dtype.name} weights)",
@@ -253,10 +265,10 @@ def to_inputs(inputs: Any) -> tf.Tensor:
     """A convolution's (non-tensor) `inputs` as a tensor (slow path only).
 
     The original read `inputs.shape`, so None or a string failed with
-    `AttributeError`: the error is one too (`checks.AttributeTypeError`).
+    `AttributeError`: the error is one too (`errors.AttributeTypeError`).
     """
     if inputs is None or isinstance(inputs, (str, bytes)):
-        raise checks.lacks_attribute(
+        raise errors.lacks_attribute(
             "inputs", "must be a tensor (or convertible to one)", inputs
         )
     return utils.to_tensor("inputs", inputs)
@@ -356,7 +368,7 @@ def call_error(
     if shape.rank != rank:
         return rank_error(inputs, rank)
     if inputs.dtype != dtype:
-        return checks.invalid_argument_type(
+        return errors.invalid_argument_type(
             "inputs",
             f"must have dtype {dtype.name}, the dtype of the first input",
             inputs,
@@ -364,13 +376,13 @@ def call_error(
     if not dtype.is_floating:
         # E.g. int32 inputs to a 3-D convolution: TensorFlow has 1-D and 2-D
         # integer convolutions only.
-        return checks.invalid_argument_type(
+        return errors.invalid_argument_type(
             "inputs",
             "must have a floating point dtype for this convolution",
             inputs,
         )
     if shape.rank is not None and shape[channel_index] not in (None, input_channels):
-        return checks.invalid_argument(
+        return errors.invalid_argument(
             "inputs",
             f"must have {input_channels} channels (axis {channel_index % rank}) "
             "as on the first call",
@@ -379,9 +391,9 @@ def call_error(
     text = str(error or "").strip()
     reason = f" ({text.splitlines()[0]})" if text else ""
     make = (
-        checks.invalid_argument
+        errors.invalid_argument
         if isinstance(error, tf.errors.InvalidArgumentError)
-        else utils.bad_value
+        else errors.bad_value
     )
     return make("inputs", f"cannot be convolved by this module{reason}", inputs)
 
@@ -477,6 +489,9 @@ class ConvBase(base.Module):
     _size_checks: tuple[tuple[int, int, int], ...] = ()
     _exact_sizes = False
 
+    # The kernel for each call (`weights.py`): `w`, in the policy's dtype.
+    _weight_step: weights.WeightStep = weights.VariableKernel("w")
+
     # Set by subclasses (see the class docstring).
     _rank: int
     _channels_first: bool
@@ -520,7 +535,8 @@ class ConvBase(base.Module):
 
         Args:
           op: Runs the convolution (without bias) on an input in a layout,
-            with a kernel (`w`, or `w` cast to a policy's compute dtype).
+            with the kernel for this call (from the weight step: `w`, or `w`
+            cast to a policy's compute dtype).
           layouts: Gives the portable layout (for False) and the native one
             (for True).
           output_rule: For a forward convolution: how empty outputs are
@@ -558,9 +574,13 @@ class ConvBase(base.Module):
         """
         if not isinstance(inputs, tf.Tensor):
             inputs = to_inputs(inputs)
+        # The policy's step: floating inputs in its compute dtype, which is
+        # also the dtype the weight step gives the kernel in (None: as is).
         policy = self._precision
+        dtype = None
         if policy is not None:
-            inputs = precision.cast(inputs, policy.compute_dtype)
+            dtype = policy.compute_dtype
+            inputs = precision.cast(inputs, dtype)
         self._initialize(inputs)
         shape = inputs.shape
         # Checked before running the op: TF's CPU kernels abort the process
@@ -583,32 +603,25 @@ class ConvBase(base.Module):
         layout = self._graph_layout
         if self._eager_layout is not None and tf.executing_eagerly():
             layout = self._eager_layout
+        # The weight step: the kernel for this call (`weights.py`).
+        w = self._weight_step(self, dtype)
         try:
             x = inputs
             if layout.transpose:
                 x = tf.raw_ops.Transpose(x=x, perm=self._to_last)
             if layout.paddings is not None:
                 x = tf.raw_ops.Pad(input=x, paddings=layout.paddings)
-            if policy is None:
-                y = self._op(x, layout, self.w)
-                b = self.b if layout.bias_format is not None else None
+            if dtype is _BF16 and precision.bfloat16_convolutions_in_float32():
+                y = self._op(_to_f32(x), layout, _to_f32(w))
+                y = precision.cast(y, dtype)
             else:
-                # Each variable cast once per call.
-                dtype = policy.compute_dtype
-                w = precision.cast(self.w, dtype)
-                if dtype is _BF16 and precision.bfloat16_convolutions_in_float32():
-                    y = self._op(_to_f32(x), layout, _to_f32(w))
-                    y = precision.cast(y, dtype)
-                else:
-                    y = self._op(x, layout, w)
-                b = None
-                if layout.bias_format is not None:
-                    b = precision.cast(self.b, policy.compute_dtype)
-            if b is not None:
+                y = self._op(x, layout, w)
+            if layout.bias_format is not None:
+                b = self.b if dtype is None else precision.cast(self.b, dtype)
                 y = tf.raw_ops.BiasAdd(value=y, bias=b, data_format=layout.bias_format)
             if layout.transpose:
                 y = tf.raw_ops.Transpose(x=y, perm=self._to_first)
-        except checks.OP_ERRORS as e:
+        except errors.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
         return y if policy is None else precision.cast_outputs(policy, y)
 
@@ -646,7 +659,7 @@ class ConvBase(base.Module):
 
     def _size_error(self, inputs: tf.Tensor, d: int, size: int) -> Exception:
         """The error for an input too small in spatial dimension `d`."""
-        return utils.bad_value(
+        return errors.bad_value(
             "inputs",
             f"must have size >= {size} in spatial dimension {d} (the effective "
             "kernel size minus the padding), otherwise the output would be empty",
@@ -682,10 +695,10 @@ class ConvBase(base.Module):
             raise self._input_error(inputs)
         assert self._output_rule is not None
         shape = output_shape(dims, self._channels_first, self._output_rule)
-        b = None if self._graph_layout.bias_format is None else self.b
-        w = self.w
-        if policy is not None:
-            w = precision.cast(w, dtype)
-            b = None if b is None else precision.cast(b, dtype)
+        step_dtype = None if policy is None else policy.compute_dtype
+        w = self._weight_step(self, step_dtype)
+        b = None
+        if self._graph_layout.bias_format is not None:
+            b = self.b if policy is None else precision.cast(self.b, step_dtype)
         y = empty_output(shape, w, b, self._channels_first)
         return y if policy is None else precision.cast_outputs(policy, y)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, conv_base, initializers, once, utils
+from sonnet._src import base, checks, conv_base, errors, initializers, once
 
 
 def dilate_kernel(w: tf.Tensor, rates: Sequence[int]) -> tf.Tensor:
@@ -48,28 +48,30 @@ def _check_output_shape(output_shape: Any, n: int) -> tuple[int, ...] | None:
 
     As in the original, it may be any sequence, a 1-D array or a tensor of
     known value (the original passed it to the op). A string raises
-    `checks.InvalidArgumentTypeError` (also a `ValueError`, the original's
+    `errors.InvalidArgumentTypeError` (also a `ValueError`, the original's
     error for one).
     """
     if output_shape is None:
         return None
     if isinstance(output_shape, tf.TensorShape):
         if not output_shape.is_fully_defined():
-            raise utils.bad_value("output_shape", "must be fully defined", output_shape)
+            raise errors.bad_value(
+                "output_shape", "must be fully defined", output_shape
+            )
         output_shape = output_shape.as_list()
     if isinstance(output_shape, (np.ndarray, tf.Tensor, tf.Variable)):
         static = tf.get_static_value(output_shape)
         if static is not None and np.ndim(static) == 1:
             output_shape = list(static)
     if not isinstance(output_shape, (list, tuple)):
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "output_shape",
             f"must be None or a sequence of {n} positive integers (the output's "
             "spatial shape)",
             output_shape,
         )
     if len(output_shape) != n:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "output_shape",
             f"must have length {n} (one size per spatial dimension)",
             output_shape,
@@ -122,6 +124,7 @@ class ConvNDTranspose(conv_base.ConvBase):
         "channels_last"/"channels_first" also work. None means channels last.
       name: Module name.
 
+    >>> from sonnet._src.conv_transpose import ConvNDTranspose
     >>> up = ConvNDTranspose(2, output_channels=4, kernel_shape=3, stride=2)
     >>> up(tf.ones([1, 5, 5, 2])).shape
     TensorShape([1, 10, 10, 4])
@@ -152,7 +155,7 @@ class ConvNDTranspose(conv_base.ConvBase):
         self._kernel_shape = kernel_shape
         # oneDNN's CPU kernel failed on an empty filter with `InternalError`.
         self._kernel = conv_base.check_sizes(
-            "kernel_shape", kernel_shape, n, invalid=checks.internal
+            "kernel_shape", kernel_shape, n, invalid=errors.internal
         )
         # As in the original, `output_shape` is checked by the first call.
         self._output_shape_argument = output_shape
@@ -164,7 +167,7 @@ class ConvNDTranspose(conv_base.ConvBase):
         # takes 1-D arrays and tensors.
         self._rates = conv_base.check_sizes("rate", rate, n, default=1, arrays=True)
         if not (isinstance(padding, str) and padding in ("SAME", "VALID")):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "padding",
                 "must be 'SAME' or 'VALID' (upper case; transposed convolutions "
                 "take no padding functions)",
@@ -254,7 +257,7 @@ class ConvNDTranspose(conv_base.ConvBase):
 
     def _size_error(self, inputs: tf.Tensor, d: int, size: int) -> Exception:
         # The original's op failed with `InvalidArgumentError`.
-        return checks.invalid_argument(
+        return errors.invalid_argument(
             "inputs",
             f"must have spatial size {size} in dimension {d} for "
             f"output_shape={list(self._fixed_spatial or ())} with stride "

@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, utils
+from sonnet._src import base, errors
 
 _GETATTRIBUTE = "__getattribute__"
 _NESTS = (list, tuple, dict)
@@ -165,15 +165,15 @@ def _check_classes(classes: Any) -> list[type]:
     if isinstance(classes, type):
         classes = [classes]
     if isinstance(classes, (str, bytes)) or not isinstance(classes, Iterable):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "classes", "must be a sequence of classes or None", classes
         )
     result: list[type] = []
     for cls in classes:
         if not isinstance(cls, type):
-            raise utils.bad_type("classes", "must contain only classes", cls)
+            raise errors.bad_type("classes", "must contain only classes", cls)
         if not _patchable(cls):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "classes",
                 "must contain classes defined in Python (built-in types cannot "
                 "be patched)",
@@ -186,13 +186,13 @@ def _check_classes(classes: Any) -> list[type]:
 
 def _check_instances(instances: Any) -> list[Any]:
     if isinstance(instances, (str, bytes)) or not isinstance(instances, Iterable):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "instances", "must be a sequence of objects or None", instances
         )
     instances = list(instances)
     for instance in instances:
         if not _patchable(type(instance)):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "instances",
                 "must contain instances of classes defined in Python (built-in "
                 "types cannot be patched)",
@@ -247,7 +247,7 @@ def custom_variable_getter(
     True
     """
     if not callable(getter):
-        raise utils.bad_type("getter", "must be callable", getter)
+        raise errors.bad_type("getter", "must be callable", getter)
     instance_list = None if instances is None else _check_instances(instances)
     if classes is None:
         if instance_list is None:

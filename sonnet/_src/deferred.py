@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sonnet._src import base, utils
+from sonnet._src import base, errors
 
 
 class Deferred(base.Module):
@@ -48,7 +48,7 @@ class Deferred(base.Module):
         if not isinstance(call_methods, Sequence) or not all(
             isinstance(m, str) and m.isidentifier() for m in call_methods
         ):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "call_methods", "must be a sequence of method names", call_methods
             )
         super().__init__(name=name)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, conv_base, initializers, once, utils
+from sonnet._src import base, checks, conv_base, errors, initializers, once
 
 
 class DepthwiseConv2D(conv_base.ConvBase):
@@ -88,11 +88,11 @@ class DepthwiseConv2D(conv_base.ConvBase):
         # The original's op failed with `TypeError` for a non-string and
         # `InvalidArgumentError` for another string.
         if not isinstance(padding, str):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "padding", "must be 'SAME' or 'VALID' (any case)", padding
             )
         if padding.upper() not in ("SAME", "VALID"):
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "padding", "must be 'SAME' or 'VALID' (any case)", padding
             )
         self.padding = padding
@@ -149,8 +149,8 @@ class DepthwiseConv2D(conv_base.ConvBase):
         scalar, whose channels the original read off the shape)."""
         message = str(conv_base.rank_error(inputs, 4))
         if inputs.shape.rank == 0:
-            return checks.InvalidArgumentIndexError(None, None, message)
-        return checks.InvalidArgumentError(None, None, message)
+            return errors.InvalidArgumentIndexError(None, None, message)
+        return errors.InvalidArgumentError(None, None, message)
 
     @base.no_name_scope
     def _depthwise(

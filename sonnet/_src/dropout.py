@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, once, utils
+from sonnet._src import base, checks, errors, once, utils
 
 
 def check_rate(argument: str, rate: Any) -> Any:
@@ -20,15 +20,15 @@ def check_rate(argument: str, rate: Any) -> Any:
     checked = checks.real(argument, rate)
     if isinstance(checked, (tf.Tensor, tf.Variable)):
         if not checked.dtype.is_floating:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 argument, "must be a number or a scalar floating point tensor", rate
             )
         value = tf.get_static_value(checked) if isinstance(checked, tf.Tensor) else None
         if value is not None and not 0 <= float(value) < 1:
-            raise utils.bad_value(argument, "must be in [0, 1)", float(value))
+            raise errors.bad_value(argument, "must be in [0, 1)", float(value))
         return checked
     if not 0 <= checked < 1:
-        raise utils.bad_value(argument, "must be in [0, 1)", rate)
+        raise errors.bad_value(argument, "must be in [0, 1)", rate)
     return checked
 
 
@@ -52,7 +52,7 @@ def _check_noise_shape(noise_shape: Any) -> Any:
     if isinstance(noise_shape, tf.TensorShape):
         noise_shape = noise_shape.as_list()
     if isinstance(noise_shape, (str, bytes)) or not isinstance(noise_shape, Sequence):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "noise_shape",
             "must be None or a sequence of sizes (ints or None)",
             noise_shape,
@@ -61,11 +61,11 @@ def _check_noise_shape(noise_shape: Any) -> Any:
         if d is None:
             continue
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "noise_shape", "must contain only ints and None", noise_shape
             )
         if d < 0:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "noise_shape", "must contain non-negative sizes", noise_shape
             )
     return tuple(noise_shape)
@@ -119,7 +119,7 @@ class Dropout(base.Module):
         try:
             self._rate = check_rate("rate", self._rate)
         except TypeError as e:  # `tf.nn.dropout` raised ValueError for these.
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "rate", "must be a number in [0, 1) or a scalar tensor", self._rate
             ) from e
         self._noise_shape = _check_noise_shape(self._noise_shape)
@@ -152,7 +152,7 @@ class Dropout(base.Module):
         self._check_arguments()
         x = utils.to_tensor("x", x)
         if not x.dtype.is_floating:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "x", "must be a floating point tensor (kept values are scaled)", x
             )
         noise_shape = self._noise_shape
@@ -162,13 +162,13 @@ class Dropout(base.Module):
             outputs = tf.nn.dropout(
                 x, rate=self._rate, noise_shape=noise_shape, seed=self._seed
             )
-        except checks.OP_ERRORS as e:
-            raise utils.bad_value(
+        except errors.OP_ERRORS as e:
+            raise errors.bad_value(
                 "noise_shape", f"must broadcast to the shape of `x` ({e})", noise_shape
             ) from e
         if not outputs.shape.is_compatible_with(x.shape):
             # A tensor `noise_shape` that broadcast `x` up.
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "noise_shape",
                 f"must broadcast to the shape of `x` ({x.shape}) without growing it",
                 noise_shape,
@@ -187,7 +187,7 @@ class Dropout(base.Module):
             n is None or d is None or n in (1, d) for n, d in zip(noise_shape, shape)
         )
         if not fits:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "noise_shape",
                 f"must have one size per axis of `x` (shape {shape}), each 1 or "
                 "the size of that axis",

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, precision, utils
+from sonnet._src import base, checks, errors, initializers, precision, utils, weights
 from sonnet._src import linear as linear_lib
 
 
@@ -72,6 +72,9 @@ class Embed(base.Module):
     TensorShape([100, 8])
     """
 
+    # The table for each call (`weights.py`): `embeddings` as stored.
+    _weight_step: weights.WeightStep = weights.VariableKernel("embeddings")
+
     def __init__(
         self,
         vocab_size: int | None = None,
@@ -87,10 +90,10 @@ class Embed(base.Module):
         try:
             dtype = tf.as_dtype(dtype)
         except TypeError as e:
-            raise utils.bad_type("dtype", "must be a TensorFlow dtype", dtype) from e
+            raise errors.bad_type("dtype", "must be a TensorFlow dtype", dtype) from e
         if existing_vocab is None:
             if vocab_size is None:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "vocab_size",
                     "must be given when `existing_vocab` is not (one of the two "
                     "is required)",
@@ -113,7 +116,7 @@ class Embed(base.Module):
                 ("initializer", initializer),
             ):
                 if given is not None:
-                    raise utils.bad_value(
+                    raise errors.bad_value(
                         argument,
                         "must be None when `existing_vocab` is given (the table "
                         "defines the sizes and values)",
@@ -121,7 +124,7 @@ class Embed(base.Module):
                     )
             value = utils.to_tensor("existing_vocab", existing_vocab, dtype=dtype)
             if value.shape.rank != 2:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "existing_vocab",
                     "must be a rank-2 table `[vocab_size, embed_dim]`",
                     existing_vocab,
@@ -155,18 +158,19 @@ class Embed(base.Module):
             kernels return zeros for such ids instead).
           Both are also `tf.errors.InvalidArgumentError`s, as the original's.
         """
-        table = self.embeddings
+        # The weight step (`weights.py`): the table for this call, as stored;
+        # under a policy the looked-up rows are cast, not the table: the same
+        # numbers for a fraction of the work (and the gradient stays sparse).
+        table = self._weight_step(self, None)
         if self.densify_gradients:
             table = _dense_gradients(tf.convert_to_tensor(table))
         try:
             outputs = tf.nn.embedding_lookup(table, inputs)
-        except checks.OP_ERRORS as e:
+        except errors.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
         policy = self._precision
         if policy is None:
             return outputs
-        # The looked-up rows are cast, not the table: the same numbers for
-        # a fraction of the work (and the gradient stays sparse).
         outputs = precision.cast(outputs, policy.compute_dtype)
         return precision.cast_outputs(policy, outputs)
 
@@ -181,10 +185,10 @@ class Embed(base.Module):
             integer = False
         # The original let the lookup fail: `InvalidArgumentError` eagerly.
         if not integer:
-            return checks.invalid_argument_type(
+            return errors.invalid_argument_type(
                 "inputs", "must be int32 or int64 ids", inputs
             )
-        return checks.invalid_argument(
+        return errors.invalid_argument(
             "inputs",
             f"must contain ids in [0, {self.vocab_size}) ({error})",
             inputs,

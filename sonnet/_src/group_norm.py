@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, precision, utils
+from sonnet._src import base, checks, errors, initializers, precision, utils
 from sonnet._src.axis_norm import AxisLike, check_axis, resolve_axis
 from sonnet._src.norm_params import NormParams, as_inputs
 from sonnet._src.once import once
@@ -17,7 +17,7 @@ def _groups(value: Any) -> int:
     shape arithmetic took it); zero divided the channels by zero there."""
     groups = checks.whole_size("groups", value, allow_zero=True)
     if groups == 0:
-        raise checks.invalid_argument_zero("groups", "must be a positive integer", 0)
+        raise errors.invalid_argument_zero("groups", "must be a positive integer", 0)
     return groups
 
 
@@ -79,11 +79,11 @@ class GroupNorm(NormParams, base.Module):
         self.build_params(inputs)
         rank, channels, groups = self._rank, self._channels, self._groups
         if channels is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs", "must have a statically known number of channels", inputs
             )
         if channels % groups:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs",
                 f"must have a number of channels divisible by `groups` ({groups})",
                 inputs,

@@ -20,7 +20,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, errors
 
 # Standard deviation of a unit normal truncated to [-2, 2]; dividing by it
 # makes a truncated normal have the requested variance.
@@ -96,14 +96,14 @@ def _as_dtype(dtype: Any) -> tf.DType:
     try:
         return tf.as_dtype(dtype)
     except TypeError as e:
-        raise utils.bad_type("dtype", "must be a TensorFlow dtype", dtype) from e
+        raise errors.bad_type("dtype", "must be a TensorFlow dtype", dtype) from e
 
 
 def _numerical_dtype(dtype: Any) -> tf.DType:
     """Returns `dtype` as a `tf.DType`, checking it is floating or integer."""
     result = _as_dtype(dtype)
     if not (result.is_floating or result.is_integer):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "dtype", "must be an integer or floating point dtype", result
         )
     return result
@@ -113,7 +113,7 @@ def _floating_dtype(dtype: Any) -> tf.DType:
     """Returns `dtype` as a `tf.DType`, checking it is floating point."""
     result = _as_dtype(dtype)
     if not result.is_floating:
-        raise utils.bad_value("dtype", "must be a floating point dtype", result)
+        raise errors.bad_value("dtype", "must be a floating point dtype", result)
     return result
 
 
@@ -146,7 +146,7 @@ class _Shape:
 def _check_dim(dim: Any, shape: Any) -> _Dim:
     if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
         if dim < 0:
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "shape", "must have non-negative sizes", shape
             )
         return int(dim)
@@ -155,7 +155,7 @@ def _check_dim(dim: Any, shape: Any) -> _Dim:
         if static is not None:
             return _check_dim(int(static), shape)
         return dim
-    raise checks.invalid_argument_type(
+    raise errors.invalid_argument_type(
         "shape",
         "must be a list of non-negative integers (or scalar integer tensors), "
         "a fully-defined TensorShape or a 1-D integer tensor",
@@ -167,19 +167,19 @@ def as_shape(shape: Any) -> _Shape:
     """Validates `shape` (any form initializers accept) into a `_Shape`."""
     if isinstance(shape, tf.TensorShape):
         if shape.rank is None or not shape.is_fully_defined():
-            raise utils.bad_value("shape", "must be fully defined", shape)
+            raise errors.bad_value("shape", "must be fully defined", shape)
         return _Shape([int(d or 0) for d in shape.as_list()])
     if _is_tensor(shape) or isinstance(shape, np.ndarray):
         integer = (
             shape.dtype.is_integer if _is_tensor(shape) else shape.dtype.kind in "iu"
         )
         if not integer:
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 "shape", "must have an integer dtype", shape
             )
         dims = tf.TensorShape(shape.shape)
         if dims.rank != 1 or dims[0] is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "shape", "must be a 1-D tensor of statically known length", shape
             )
         static = tf.get_static_value(shape) if _is_tensor(shape) else shape
@@ -188,7 +188,7 @@ def as_shape(shape: Any) -> _Shape:
         return _Shape(list(tf.unstack(shape)))
     if isinstance(shape, (list, tuple)):
         return _Shape([_check_dim(d, shape) for d in shape])
-    raise checks.invalid_argument_type(
+    raise errors.invalid_argument_type(
         "shape",
         "must be a list/tuple of integers, a TensorShape or a 1-D integer tensor",
         shape,
@@ -214,7 +214,7 @@ def _scalar(value: Any, dtype: tf.DType, argument: str) -> Any:
         return tf.cast(value, dtype)
     if dtype.is_integer:
         if not float(value).is_integer():
-            raise utils.bad_value(
+            raise errors.bad_value(
                 argument,
                 f"must be a whole number to initialize a {dtype.name} tensor",
                 value,
@@ -265,7 +265,7 @@ class Constant(Initializer):
 
     def __init__(self, value: Any):
         if isinstance(value, (str, bytes)) or not np.isscalar(value):
-            raise utils.bad_type("value", "must be a scalar number", value)
+            raise errors.bad_type("value", "must be a scalar number", value)
         self.value: Any = value
 
     def _repr_fields(self) -> dict[str, Any]:
@@ -276,7 +276,7 @@ class Constant(Initializer):
         try:
             value = tf.convert_to_tensor(self.value, dtype=dtype)
         except (TypeError, ValueError) as e:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "value", f"must be representable as {dtype.name}", self.value
             ) from e
         return tf.fill(as_shape(shape).tensor(), value)
@@ -319,7 +319,7 @@ class RandomUniform(Initializer):
         if dtype.is_integer and dtype not in (tf.int32, tf.int64):
             sample_dtype = tf.int64
         if self.maxval is None and dtype.is_integer:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "maxval", "must be given for integer dtypes", self.maxval
             )
         minval = _scalar(self.minval, sample_dtype, "minval")
@@ -333,7 +333,7 @@ class RandomUniform(Initializer):
             and self.minval >= self.maxval
         ):
             # TF's integer kernel failed with `InvalidArgumentError`.
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "maxval",
                 f"must be > minval ({self.minval!r}) for integer dtypes",
                 self.maxval,
@@ -410,7 +410,7 @@ class TruncatedNormal(_Normal):
 
 def _check_rank_at_least_2(shape: _Shape, original: Any) -> None:
     if shape.rank < 2:
-        raise utils.bad_value("shape", "must have at least two dimensions", original)
+        raise errors.bad_value("shape", "must have at least two dimensions", original)
 
 
 class Identity(Initializer):
@@ -458,6 +458,7 @@ class Orthogonal(Initializer):
       gain: Multiplier applied to the orthogonal matrix, default 1.
       seed: Op-level random seed, default None.
 
+    >>> import numpy as np
     >>> w = snt.initializers.Orthogonal()([4, 3], tf.float32)
     >>> np.allclose(tf.transpose(w) @ w, np.eye(3), atol=1e-5)
     True
@@ -546,7 +547,7 @@ class VarianceScaling(Initializer):
 
     >>> glorot = snt.initializers.VarianceScaling(1.0, "fan_avg", "uniform")
     >>> w = glorot([3, 5], tf.float32)
-    >>> bool(tf.reduce_all(tf.abs(w) <= np.sqrt(6 / 8)))
+    >>> bool(tf.reduce_all(tf.abs(w) <= (6 / 8) ** 0.5))
     True
     """
 
@@ -564,21 +565,21 @@ class VarianceScaling(Initializer):
             scale = checked
         static = tf.get_static_value(scale) if _is_tensor(scale) else scale
         if static is not None and not static > 0:
-            raise utils.bad_value("scale", "must be a positive number", scale)
+            raise errors.bad_value("scale", "must be a positive number", scale)
         if not isinstance(mode, str) or mode not in _MODES:
-            raise utils.bad_value("mode", f"must be one of {_MODES}", mode)
+            raise errors.bad_value("mode", f"must be one of {_MODES}", mode)
         if isinstance(distribution, bytes):
             # The original's `distribution.lower()` worked, the lookup failed.
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "distribution", f"must be one of {_DISTRIBUTIONS}", distribution
             )
         if not isinstance(distribution, str):
             # The original failed calling `distribution.lower()`.
-            raise checks.lacks_attribute(
+            raise errors.lacks_attribute(
                 "distribution", f"must be one of {_DISTRIBUTIONS}", distribution
             )
         if distribution.lower() not in _DISTRIBUTIONS:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "distribution", f"must be one of {_DISTRIBUTIONS}", distribution
             )
         self.scale = scale
@@ -598,7 +599,7 @@ class VarianceScaling(Initializer):
         dtype = _floating_dtype(dtype)
         if isinstance(shape, str):
             # The original's fan computation failed in `tf.cast`.
-            raise checks.unimplemented_type(
+            raise errors.unimplemented_type(
                 "shape", "must be a list/tuple of integers or a TensorShape", shape
             )
         parsed = as_shape(shape)
@@ -643,13 +644,16 @@ def check_initializers(
     Returns:
       `initializers` as a dict (`{}` for None).
 
+    >>> from sonnet._src.initializers import check_initializers
     >>> check_initializers({"w": snt.initializers.Zeros()}, ["w", "b"])
     {'w': Zeros()}
     """
     if initializers is None:
         return {}
     if not isinstance(initializers, collections.abc.Mapping):
-        raise utils.bad_type("initializers", "must be a dict-like object", initializers)
+        raise errors.bad_type(
+            "initializers", "must be a dict-like object", initializers
+        )
     expected = set(expected_keys)
     unknown = sorted(set(initializers) - expected)
     if unknown:

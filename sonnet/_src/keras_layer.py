@@ -5,6 +5,8 @@ Sonnet module stored on a Keras model is neither trained by `fit` nor saved by
 `save_weights`. This adapter hands Keras the module's own `tf.Variable`s (as
 Keras variables backed by them): Keras optimizers update the module's
 variables in place, and Sonnet checkpoints of the module see the training.
+Its Keras config is the module's constructor call (`module_config`), so
+`model.save("....keras")` and `keras.models.load_model` work too.
 
 Keras 3 is imported by TensorFlow itself, so this costs no import time.
 """
@@ -17,7 +19,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from sonnet._src import checks, tf_compat, utils
+from sonnet._src import checks, errors, keras_variables, module_config, tf_compat
 
 
 def _requires_is_training(module: Any) -> bool:
@@ -42,6 +44,7 @@ def _zeros(shape: Any, dtype: Any) -> Any:
     return tf.zeros([1 if d is None else d for d in shape], dtype)
 
 
+@keras.saving.register_keras_serializable(package="sonnet")
 class KerasLayer(keras.layers.Layer):
     """A Sonnet module usable as a `keras.layers.Layer` (TensorFlow backend).
 
@@ -55,6 +58,15 @@ class KerasLayer(keras.layers.Layer):
     `tf.Variable`s, so a `tf.train.Checkpoint` of the module reflects Keras
     training, and the other way round. Variables the module creates after
     that first call are not seen by Keras.
+
+    `model.save("model.keras")` and `keras.models.load_model` work when the
+    module is built from public Sonnet classes (or classes known to Keras by
+    name) with arguments a config can hold: numbers, strings, lists, dicts,
+    dtypes, other such modules, Sonnet initializers and functions such as
+    `tf.nn.relu`. The layer's config is the module's constructor call; on
+    loading, the module is made again and Keras loads the weights. Other
+    modules raise a `ValueError` that says what to do; `save_weights` and
+    `export` work for every module.
 
     Args:
       module: The Sonnet module (or any `tf.Module` with a `__call__`) to
@@ -80,12 +92,12 @@ class KerasLayer(keras.layers.Layer):
 
     def __init__(self, module: Any, training_argument: Any = "auto", **kwargs: Any):
         if not isinstance(module, tf.Module) or not callable(module):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "module", "must be a callable tf.Module (e.g. a snt.Module)", module
             )
         if isinstance(training_argument, str):
             if training_argument != "auto":
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "training_argument",
                     'must be "auto", True or False',
                     training_argument,
@@ -98,10 +110,11 @@ class KerasLayer(keras.layers.Layer):
 
     def build(self, input_shape: Any) -> None:
         """Builds the module (if needed) and hands its variables to Keras."""
-        variables = tuple(tf.Module.variables.fget(self.module))  # pyright: ignore
+        # Keras layers inside the module included (`keras_variables`).
+        variables = keras_variables.variables(self.module)
         if not variables:
             self.call(_zeros(input_shape, self.compute_dtype), training=False)
-            variables = tuple(tf.Module.variables.fget(self.module))  # pyright: ignore
+            variables = keras_variables.variables(self.module)
         self.module_variables = [tf_compat.keras_variable_of(v) for v in variables]
 
     def call(self, inputs: Any, training: Any = None) -> Any:
@@ -110,3 +123,23 @@ class KerasLayer(keras.layers.Layer):
             flag = False if training is None else checks.mode_flag("training", training)
             return self.module(inputs, is_training=flag)
         return self.module(inputs)
+
+    def get_config(self) -> dict[str, Any]:
+        """The Keras config: the module's constructor call, described.
+
+        Raises:
+          ValueError: The module cannot be described in a config (e.g. a
+            lambda argument or a class Keras does not know by name); the
+            message says what to do.
+        """
+        config = super().get_config()
+        config["module"] = module_config.describe(self.module)
+        config["training_argument"] = self._is_training
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> KerasLayer:
+        """A layer around a new module made from `get_config`'s description."""
+        config = dict(config)
+        config["module"] = module_config.rebuild(config["module"])
+        return super().from_config(config)

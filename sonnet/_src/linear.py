@@ -9,7 +9,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, once, precision, utils
+from sonnet._src import (
+    base,
+    checks,
+    errors,
+    initializers,
+    once,
+    precision,
+    utils,
+    weights,
+)
 
 # An initializer: any callable `(shape, dtype) -> tensor`.
 Initializer = Callable[[Any, Any], Any]
@@ -62,17 +71,17 @@ def initial_value(
         # be created eagerly.
         if not (isinstance(value, tf.Tensor) and value.dtype == dtype):
             value = tf.convert_to_tensor(value, dtype=dtype)
-    except checks.OP_ERRORS as e:
+    except errors.OP_ERRORS as e:
         # Whatever the initializer raised (a `ValueError` for a dtype it does
         # not support, a `TypeError` for wrong arguments), ours is an instance.
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument,
             f"must create a {dtype.name} tensor of shape {list(shape)} when called "
             f"as `{argument}(shape, dtype)` ({e})",
             initializer,
         ) from e
     if not value.shape.is_compatible_with(shape):
-        raise utils.bad_value(
+        raise errors.bad_value(
             argument,
             f"must create a tensor of the requested shape {list(shape)}, not "
             f"{value.shape.as_list()}",
@@ -88,13 +97,13 @@ def shape_and_dtype(inputs: Any, argument: str = "inputs") -> tuple[Any, tf.DTyp
     `AttributeError`, as the original's `inputs.shape` raised.
     """
     if inputs is None or isinstance(inputs, (str, bytes)):
-        raise checks.lacks_attribute(argument, "must be a tensor", inputs)
+        raise errors.lacks_attribute(argument, "must be a tensor", inputs)
     if not isinstance(inputs, (tf.Tensor, tf.Variable, np.ndarray)):
         inputs = utils.to_tensor(argument, inputs)
     try:
         return tf.TensorShape(inputs.shape), tf.as_dtype(inputs.dtype)
     except TypeError as e:
-        raise utils.bad_type(argument, "must have a TensorFlow dtype", inputs) from e
+        raise errors.bad_type(argument, "must have a TensorFlow dtype", inputs) from e
 
 
 class Linear(base.Module):
@@ -141,6 +150,9 @@ class Linear(base.Module):
     # Whether the first input had rank 2; None until the module is built.
     _matrix_inputs: bool | None = None
 
+    # The kernel for each call (`weights.py`): `w`, in the policy's dtype.
+    _weight_step: weights.WeightStep = weights.VariableKernel("w")
+
     def __init__(
         self,
         output_size: int,
@@ -160,7 +172,7 @@ class Linear(base.Module):
         checks.initializer("w_init", w_init)
         checks.initializer("b_init", b_init)
         if not self.with_bias and b_init is not None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "b_init",
                 "must be None when `with_bias=False` (there is no bias)",
                 b_init,
@@ -173,17 +185,17 @@ class Linear(base.Module):
     def _initialize(self, inputs: Any) -> None:
         shape, dtype = shape_and_dtype(inputs)
         if shape.rank is None or shape.rank < 2:
-            raise utils.bad_value("inputs", "must have rank >= 2", shape)
+            raise errors.bad_value("inputs", "must have rank >= 2", shape)
         input_size = shape[-1]
         if input_size is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs",
                 "must have a known last dimension (the input size) on the first "
                 "call, which creates the weights",
                 shape,
             )
         if dtype not in _MATMUL_DTYPES:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "inputs", "must have a floating point or int32/int64 dtype", inputs
             )
         # Under a `snt.precision` policy, float32 variables for bf16 inputs.
@@ -192,7 +204,7 @@ class Linear(base.Module):
         if w_init is None:
             if not dtype.is_floating:
                 # The original's default initializer raised `ValueError`.
-                raise checks.invalid_argument_type(
+                raise errors.invalid_argument_type(
                     "inputs",
                     "must have a floating point dtype when `w_init` is not given "
                     "(the default is a truncated normal); pass an initializer that "
@@ -234,79 +246,62 @@ class Linear(base.Module):
           TypeError: if `inputs` has a different dtype than the first input
             (also a `tf.errors.InvalidArgumentError`).
         """
-        policy = self._precision
-        if policy is not None:
-            return self._mixed_call(inputs, policy)
-        if self._matrix_inputs is None:  # Cheaper than the `@once` guard itself.
-            self._initialize(inputs)
-        # Hot path: eager rank-2 inputs go straight to the kernels (no name
-        # scope either, which has no effect on eager ops). Bad inputs make the
-        # kernel raise; only then do we work out what was wrong.
+        # Fast branch: eager rank-2 inputs of a built layer go straight to
+        # the kernels (no name scope either, which has no effect on eager
+        # ops). The steps are `_call`'s; bad inputs make a kernel raise, and
+        # only then does `_call` work out what was wrong.
         if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
+            policy = self._precision
+            dtype = None if policy is None else policy.compute_dtype
+            x = inputs if dtype is None else precision.cast(inputs, dtype)
+            w = self._weight_step(self, dtype)
             try:
-                outputs = _MAT_MUL(a=inputs, b=self.w)
-            except checks.OP_ERRORS as e:
-                return self._general_call(inputs, e)
-            if self.with_bias:
-                outputs = _BIAS_ADD(value=outputs, bias=self.b)
-            return outputs
-        return self._general_call(inputs)
-
-    def _general_call(self, inputs: Any, error: Exception | None = None) -> tf.Tensor:
-        # Any rank >= 2, symbolic tensors and tensor-likes; runs in the
-        # module's name scope so traced ops are named `linear/...`.
-        if error is not None:
-            self._check_inputs(inputs, error)
-        try:
-            outputs = tf.matmul(inputs, self.w)
-            if self.with_bias:
-                outputs = tf.nn.bias_add(outputs, self.b)
-        except checks.OP_ERRORS as e:
-            self._check_inputs(inputs, e)
-            raise utils.bad_value(
-                "inputs", f"could not be multiplied by `w` ({e})", inputs
-            ) from e
-        return outputs
-
-    @base.no_name_scope
-    def _mixed_call(self, inputs: Any, policy: precision.Policy) -> tf.Tensor:
-        """A call under a `snt.precision` policy: inputs, `w` and `b` cast once."""
-        if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
-            dtype = policy.compute_dtype
-            x = precision.cast(inputs, dtype)
-            try:
-                outputs = _MAT_MUL(a=x, b=precision.cast(self.w, dtype))
+                outputs = _MAT_MUL(a=x, b=w)
                 if self.with_bias:
-                    b = precision.cast(self.b, dtype)
+                    b = self.b if dtype is None else precision.cast(self.b, dtype)
                     outputs = _BIAS_ADD(value=outputs, bias=b)
-            except checks.OP_ERRORS as e:
-                return self._mixed_general_call(inputs, policy, e)
+            except errors.OP_ERRORS as e:
+                return self._call(inputs, e)
+            if policy is None:
+                return outputs
             return precision.cast_outputs(policy, outputs)
-        return self._mixed_general_call(inputs, policy)
+        return self._call(inputs)
 
-    def _mixed_general_call(
-        self, inputs: Any, policy: precision.Policy, error: Exception | None = None
-    ) -> tf.Tensor:
-        # As `_general_call`, in the policy's compute dtype.
-        dtype = policy.compute_dtype
-        if not isinstance(inputs, (tf.Tensor, tf.Variable)):
-            shape_and_dtype(inputs)  # Our errors for None, strings, ragged lists.
-            inputs = tf.convert_to_tensor(inputs)
-        x = precision.cast(inputs, dtype)
+    def _call(self, inputs: Any, error: Exception | None = None) -> tf.Tensor:
+        """The call path: any rank >= 2, symbolic tensors, tensor-likes, the
+        first call (which builds the layer), and failed fast calls (`error`).
+
+        Runs in the module's name scope, so traced ops are named `linear/...`.
+        Its steps: the policy's (floating inputs to its compute dtype; nothing
+        without a policy), build, the weight step (`_weight_step`: the kernel
+        for this call), matmul, bias (cast by the policy), outputs (cast to the
+        policy's output dtype, if any).
+        """
+        policy = self._precision
+        dtype = None
+        x = inputs
+        if policy is not None:
+            dtype = policy.compute_dtype
+            if not isinstance(inputs, (tf.Tensor, tf.Variable)):
+                shape_and_dtype(inputs)  # Our errors for None, strings, ragged lists.
+                inputs = tf.convert_to_tensor(inputs)
+            x = precision.cast(inputs, dtype)
         if self._matrix_inputs is None:
             self._initialize(x)
         if error is not None:
             self._check_inputs(x, error, dtype)
+        w = self._weight_step(self, dtype)
         try:
-            outputs = tf.matmul(x, precision.cast(self.w, dtype))
+            outputs = tf.matmul(x, w)
             if self.with_bias:
-                outputs = tf.nn.bias_add(outputs, precision.cast(self.b, dtype))
-        except checks.OP_ERRORS as e:
+                b = self.b if dtype is None else precision.cast(self.b, dtype)
+                outputs = tf.nn.bias_add(outputs, b)
+        except errors.OP_ERRORS as e:
             self._check_inputs(x, e, dtype)
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs", f"could not be multiplied by `w` ({e})", inputs
             ) from e
-        return precision.cast_outputs(policy, outputs)
+        return outputs if policy is None else precision.cast_outputs(policy, outputs)
 
     @base.no_name_scope
     def _check_inputs(
@@ -322,23 +317,23 @@ class Linear(base.Module):
         except (TypeError, ValueError) as e:
             raise e from error
         if shape.rank is not None and shape.rank < 2:
-            raise utils.bad_value("inputs", "must have rank >= 2", shape) from error
+            raise errors.bad_value("inputs", "must have rank >= 2", shape) from error
         if compute_dtype is not None:
             if dtype != compute_dtype:
-                raise checks.invalid_argument_type(
+                raise errors.invalid_argument_type(
                     "inputs",
                     "must have a floating point dtype (the module computes in "
                     f"{compute_dtype.name} under its `snt.precision` policy)",
                     inputs,
                 ) from error
         elif dtype != self.w.dtype and not isinstance(inputs, (list, tuple)):
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 "inputs",
                 f"must have dtype {self.w.dtype.name}, the dtype of the first input",
                 inputs,
             ) from error
         if shape.rank is not None and shape[-1] not in (None, self.input_size):
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "inputs",
                 f"must have last dimension {self.input_size}, the input size the "
                 "weights were created for",

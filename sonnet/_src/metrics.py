@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, once, utils
+from sonnet._src import base, errors, once
 
 __all__ = ["Mean", "Metric", "Sum"]
 
@@ -58,7 +58,7 @@ def check_value(
 
     Exception types are the ones the original's ops raised: a value of
     another shape or dtype than the state, or a boolean or string value to
-    accumulate, is a `checks.InvalidArgumentError` (a `ValueError` too).
+    accumulate, is a `errors.InvalidArgumentError` (a `ValueError` too).
 
     Args:
       value: The value passed to `update`/`initialize`/`__call__`.
@@ -78,7 +78,7 @@ def check_value(
     """
     if inexact and not initializing and _is_string(value):
         # The original's arithmetic on strings had no kernel.
-        raise checks.unimplemented_type(
+        raise errors.unimplemented_type(
             "value", "must have a floating point dtype", value
         )
     if not isinstance(value, (tf.Tensor, tf.Variable)):
@@ -89,7 +89,7 @@ def check_value(
             expected = "must be convertible to a numeric tensor"
             if dtype is not None:
                 expected = f"must be convertible to a {dtype.name} tensor"
-            raise checks.error_like(e, "value", expected, value) from e
+            raise errors.error_like(e, "value", expected, value) from e
         if inexact and state is None and value.dtype.is_integer:
             value = tf.cast(value, tf.float32)
     if initializing:
@@ -97,7 +97,7 @@ def check_value(
     dtype = value.dtype
     if state is not None:
         if dtype != state.dtype:
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "value",
                 f"must have the dtype of the first value ({state.dtype.name})",
                 value,
@@ -107,15 +107,15 @@ def check_value(
         else:
             fits = value.shape.is_compatible_with(state.shape)
         if not fits:
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "value",
                 f"must have the shape of the first value {state.shape}",
                 value,
             )
     if not (dtype.is_floating or dtype.is_integer or dtype.is_complex):
-        raise checks.invalid_argument_type("value", "must have a numeric dtype", value)
+        raise errors.invalid_argument_type("value", "must have a numeric dtype", value)
     if inexact and not (dtype.is_floating or dtype.is_complex):
-        raise utils.bad_type("value", "must have a floating point dtype", value)
+        raise errors.bad_type("value", "must have a floating point dtype", value)
     return value  # type: ignore[return-value]
 
 
@@ -150,7 +150,7 @@ class Metric(base.Module):
     ...     self.maximum = None
     ...   def initialize(self, value):
     ...     if self.maximum is None:
-    ...       self.maximum = tf.Variable(tf.fill(value.shape, -np.inf))
+    ...       self.maximum = tf.Variable(tf.fill(value.shape, float("-inf")))
     ...   def update(self, value):
     ...     self.initialize(value)
     ...     self.maximum.assign(tf.maximum(self.maximum, value))
@@ -158,7 +158,7 @@ class Metric(base.Module):
     ...   def value(self):
     ...     return tf.convert_to_tensor(self.maximum)
     ...   def reset(self):
-    ...     self.maximum.assign(tf.fill(self.maximum.shape, -np.inf))
+    ...     self.maximum.assign(tf.fill(self.maximum.shape, float("-inf")))
     >>> m = Maximum()
     >>> _ = m(tf.constant(1.0)); float(m(tf.constant(-2.0)))
     1.0

@@ -18,7 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, custom_getter, tf_compat, utils
+from sonnet._src import base, checks, custom_getter, errors, tf_compat
 
 _SEEN = "_mp_seen"
 
@@ -240,7 +240,7 @@ def modes(
     ('float32', 'float32', 'float32')
     """
     if isinstance(valid_types, (str, bytes)) or not isinstance(valid_types, Iterable):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "valid_types", "must be a collection of dtypes", valid_types
         )
     valid = set()
@@ -248,7 +248,7 @@ def modes(
         try:
             valid.add(tf.as_dtype(dtype))
         except TypeError as e:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "valid_types", "must contain only dtypes", dtype
             ) from e
     frozen = frozenset(valid)
@@ -256,7 +256,7 @@ def modes(
     def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(f):
             # The original failed with `AttributeError` here.
-            raise checks.lacks_attribute("f", "must be callable", f)
+            raise errors.lacks_attribute("f", "must be callable", f)
         return _Modes(f, frozen)  # type: ignore[return-value]
 
     return decorator

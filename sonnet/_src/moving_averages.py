@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import checks, metrics, once, utils
+from sonnet._src import checks, errors, metrics, once
 
 __all__ = ["ExponentialMovingAverage"]
 
@@ -19,11 +19,11 @@ def check_decay(argument: str, decay: Any) -> Any:
     an array or tensor of them, one per element of the averaged values."""
     if isinstance(decay, np.ndarray) and decay.ndim:
         if decay.dtype.kind not in "iuf":
-            raise utils.bad_type(argument, "must be a real number or array", decay)
+            raise errors.bad_type(argument, "must be a real number or array", decay)
         return tf.constant(decay)
     if isinstance(decay, (tf.Tensor, tf.Variable)) and decay.shape.rank:
         if not (decay.dtype.is_floating or decay.dtype.is_integer):
-            raise utils.bad_type(argument, "must be a real number or array", decay)
+            raise errors.bad_type(argument, "must be a real number or array", decay)
         return decay
     return checks.real(argument, decay)
 
@@ -179,7 +179,7 @@ class ExponentialMovingAverage(metrics.Metric):
         decay = self._decay
         if isinstance(decay, (tf.Tensor, tf.Variable)) and decay.shape.rank:
             if not metrics.broadcasts_to(decay.shape, value.shape):
-                raise checks.invalid_argument(
+                raise errors.invalid_argument(
                     "value", f"must have a shape that `decay` {decay.shape} fits", value
                 )
         zeros = metrics.zeros_like(value)

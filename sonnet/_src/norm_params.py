@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, initializers, utils
+from sonnet._src import checks, errors, initializers, utils
 
 
 def as_inputs(inputs: Any) -> tf.Tensor:
@@ -17,7 +17,7 @@ def as_inputs(inputs: Any) -> tf.Tensor:
     if isinstance(inputs, (tf.Tensor, tf.Variable)):
         return inputs  # type: ignore[return-value]
     if inputs is None or isinstance(inputs, (str, bytes)):
-        raise checks.lacks_attribute("inputs", "must be a tensor", inputs)
+        raise errors.lacks_attribute("inputs", "must be a tensor", inputs)
     return utils.to_tensor("inputs", inputs)
 
 
@@ -26,9 +26,9 @@ def check_eps(eps: Any) -> Any:
     # The original passed `eps` to TF: None failed as a ValueError, a
     # string in the op (InvalidArgumentError); a negative one is accepted.
     if eps is None:
-        raise utils.bad_value("eps", "must be a number", eps)
+        raise errors.bad_value("eps", "must be a number", eps)
     if isinstance(eps, (str, bytes)):
-        raise checks.invalid_argument_type("eps", "must be a number", eps)
+        raise errors.invalid_argument_type("eps", "must be a number", eps)
     return checks.tf_real("eps", eps, float_tensor=True)
 
 
@@ -63,8 +63,8 @@ class NormParams:
     _check_eps = staticmethod(check_eps)
     # The errors of `initialize_and_check` (batch norm's are also TF's, like the
     # original's ops raised).
-    _bad_input = staticmethod(utils.bad_value)
-    _bad_input_type = staticmethod(utils.bad_type)
+    _bad_input = staticmethod(errors.bad_value)
+    _bad_input_type = staticmethod(errors.bad_type)
 
     def check_common(
         self: Any,
@@ -105,13 +105,15 @@ class NormParams:
         shape = inputs.shape
         if shape.rank is None or shape.rank < 2:
             # The original indexed the shape of a scalar (`IndexError`).
-            make = checks.invalid_argument_index if shape.rank == 0 else utils.bad_value
+            make = (
+                errors.invalid_argument_index if shape.rank == 0 else errors.bad_value
+            )
             raise make(
                 "inputs", "must have a known rank >= 2 (batch and channels)", inputs
             )
         if not inputs.dtype.is_floating:
             # The original's moments failed on integers: InvalidArgumentError.
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 "inputs", "must have a floating point dtype", inputs
             )
         rank = shape.rank
@@ -120,7 +122,7 @@ class NormParams:
         # Only the parameters need a known number of channels.
         needs_channels = self._create_scale or self._create_offset
         if channels == 0 or (channels is None and needs_channels):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs",
                 "must have a statically known, non-zero number of channels",
                 inputs,
@@ -151,13 +153,13 @@ class NormParams:
         Callers skip it when both are None (the usual call).
         """
         if scale is not None and self._create_scale:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "scale",
                 "must be None when the module creates it (create_scale=True)",
                 scale,
             )
         if offset is not None and self._create_offset:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "offset",
                 "must be None when the module creates it (create_offset=True)",
                 offset,

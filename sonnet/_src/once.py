@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sonnet._src import checks
+from sonnet._src import errors
 
 ONCE_ATTRIBUTE = "__snt_once_wrapped__"
 _RECORD = "_snt_once"
@@ -106,7 +106,7 @@ def once(f: Callable[..., Any]) -> Any:
     """
     if not callable(f):
         # The original failed with `AttributeError` here.
-        raise checks.lacks_attribute("f", "must be callable", f)
+        raise errors.lacks_attribute("f", "must be callable", f)
     if inspect.ismethod(f):
         instance, func = f.__self__, f.__func__
         key = uuid.uuid4()

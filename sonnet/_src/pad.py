@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, errors, utils
 
 __all__ = ["causal", "create", "full", "reverse_causal", "same", "valid"]
 
@@ -110,7 +110,7 @@ def create(
     result: list[list[int]] = []
     for fn, k, r in zip(paddings, kernels, rates, strict=True):
         if not callable(fn):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "padding", "must be a padding function such as snt.pad.same", fn
             )
         result.append(list(fn((k - 1) * r + 1)))
@@ -127,7 +127,7 @@ def _sizes(argument: str, value: Any, n: int) -> tuple[int, ...]:
     dimension the paddings of all of them.
     """
     if value is None or isinstance(value, (str, bytes)):
-        raise utils.bad_type(
+        raise errors.bad_type(
             argument, "must be a positive integer or a sequence", value
         )
     values = utils.replicate(value, n, argument)
@@ -144,15 +144,15 @@ def _channels_first(channel_index: Any, n: int) -> bool:
     index = checks.as_index(channel_index)
     if index is None and not isinstance(channel_index, (str, bytes)):
         # Whole floats (3.0), as the original's comparison took them.
-        with contextlib.suppress(checks.InvalidArgumentError):
+        with contextlib.suppress(errors.InvalidArgumentError):
             index = checks.whole_size("channel_index", channel_index)
     if index is None:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "channel_index", f"must be 1, -1 or {n + 1} (an integer)", channel_index
         )
     # Without spatial dimensions every channel axis gives the same result.
     if index not in (1, -1, n + 1) and n:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "channel_index",
             f"must be 1 (channels first), -1 or {n + 1} (channels last)",
             channel_index,

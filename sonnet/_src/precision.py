@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, tf_compat, utils
+from sonnet._src import base, checks, errors, tf_compat, utils
 
 _CAST = tf.raw_ops.Cast
 
@@ -69,9 +69,9 @@ def _floating(argument: str, value: Any) -> tf.DType:
     try:
         dtype = tf.as_dtype(value)
     except TypeError as e:
-        raise utils.bad_type(argument, "must be a floating point dtype", value) from e
+        raise errors.bad_type(argument, "must be a floating point dtype", value) from e
     if not dtype.is_floating:
-        raise utils.bad_value(argument, "must be a floating point dtype", value)
+        raise errors.bad_value(argument, "must be a floating point dtype", value)
     return dtype
 
 
@@ -97,12 +97,12 @@ def get_policy(policy: str | Policy) -> Policy:
     if isinstance(policy, str):
         named = _NAMED.get(policy)
         if named is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "policy", f"must be one of {', '.join(map(repr, _NAMED))}", policy
             )
         return named
     if not isinstance(policy, Policy):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "policy", "must be a policy name or a `snt.precision.Policy`", policy
         )
     compute = _floating("compute_dtype", policy.compute_dtype)
@@ -154,7 +154,7 @@ def apply(module: base.Module, policy: str | Policy | None) -> base.Module:
     (tf.bfloat16, tf.float32)
     """
     if not isinstance(module, base.Module):
-        raise utils.bad_type("module", "must be an `snt.Module`", module)
+        raise errors.bad_type("module", "must be an `snt.Module`", module)
     resolved = None if policy is None else get_policy(policy)
     for m in (module, *module.submodules):
         if not isinstance(m, base.Module):
@@ -356,7 +356,7 @@ class DynamicLossScale(base.Module):
         self.growth_interval = checks.size("growth_interval", growth_interval)
         factor = checks.real("multiplier", multiplier, allow_tensor=False)
         if factor <= 1:
-            raise utils.bad_value("multiplier", "must be a number > 1", multiplier)
+            raise errors.bad_value("multiplier", "must be a number > 1", multiplier)
         self.multiplier = factor
         self.loss_scale = tf.Variable(
             tf.constant(initial, tf.float32), trainable=False, name="loss_scale"
@@ -369,7 +369,7 @@ class DynamicLossScale(base.Module):
         """`loss * loss_scale`, in the dtype of `loss`; differentiate this."""
         loss = utils.to_tensor("loss", loss)
         if not loss.dtype.is_floating:
-            raise utils.bad_type("loss", "must be a floating point tensor", loss)
+            raise errors.bad_type("loss", "must be a floating point tensor", loss)
         return loss * tf.cast(self.loss_scale, loss.dtype)
 
     def unscale(self, gradients: Sequence[Any]) -> list[Any]:
@@ -425,7 +425,7 @@ class DynamicLossScale(base.Module):
           A scalar bool tensor: whether the update was applied.
         """
         if not callable(getattr(optimizer, "apply", None)):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "optimizer",
                 "must have an `apply(updates, parameters)` method",
                 optimizer,
@@ -442,3 +442,19 @@ class DynamicLossScale(base.Module):
         with tf.control_dependencies([applied]):
             self.update(finite)
         return applied
+
+
+def copy_policies(source: base.Module, target: base.Module) -> None:
+    """Gives `target` and its submodules the policies of `source`'s.
+
+    For a module built like `source` (the same submodule structure), e.g. the
+    layers `snt.LayerStack` builds after its template.
+    """
+    pairs = zip((source, *source.submodules), (target, *target.submodules))
+    for a, b in pairs:
+        if isinstance(b, base.Module):
+            policy = vars(a).get("_precision")
+            if policy is None:
+                vars(b).pop("_precision", None)
+            else:
+                vars(b)["_precision"] = policy

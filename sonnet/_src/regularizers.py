@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, errors, utils
 
 __all__ = ["L1", "L2", "OffDiagonalOrthogonal", "Regularizer"]
 
@@ -32,7 +32,7 @@ class Regularizer(abc.ABC):
 def _check_scale(scale: Any) -> Any:
     if isinstance(scale, (tf.Tensor, tf.Variable)):
         if not scale.dtype.is_floating or scale.shape.rank not in (0, None):
-            raise utils.bad_type("scale", "must be a floating point scalar", scale)
+            raise errors.bad_type("scale", "must be a floating point scalar", scale)
         return scale
     # Numbers in any spelling (NumPy scalars, 0-d arrays), kept as given (the
     # repr shows them); NaN or infinite scales only give NaN/inf losses.
@@ -46,19 +46,19 @@ def _check_tensors(tensors: Any) -> list[tf.Tensor]:
     ):
         # Also a `ValueError`, as the original's `if not tensors:` raised for
         # a tensor (or a TF op for other values).
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "tensors", "must be a list or tuple of floating point tensors", tensors
         )
     result = []
     for t in tensors:
         t = utils.to_tensor("tensors", t)
         if not t.dtype.is_floating:
-            raise utils.bad_type("tensors", "must hold floating point tensors", t)
+            raise errors.bad_type("tensors", "must hold floating point tensors", t)
         result.append(t)
     dtypes = {t.dtype for t in result}
     if len(dtypes) > 1:
         # The original's `tf.add_n` failed (`InvalidArgumentError`).
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "tensors",
             "must all have the same dtype",
             sorted(d.name for d in dtypes),
@@ -146,7 +146,7 @@ class OffDiagonalOrthogonal(_ScaledSum):
     @staticmethod
     def _penalty(t: tf.Tensor) -> tf.Tensor:
         if t.shape.rank is None or t.shape.rank < 2:
-            raise utils.bad_value("tensors", "must hold tensors of rank >= 2", t)
+            raise errors.bad_value("tensors", "must hold tensors of rank >= 2", t)
         w = tf.reshape(t, [-1, tf.shape(t)[-1]])
         gram = tf.square(tf.matmul(w, w, transpose_a=True))
         return tf.reduce_sum(gram) - tf.linalg.trace(gram)

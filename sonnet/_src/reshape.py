@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, once, utils
+from sonnet._src import base, checks, errors, once, utils
 from sonnet._src import linear as linear_lib
 
 
@@ -21,7 +21,7 @@ def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
     """
     if isinstance(output_shape, tf.TensorShape):
         if output_shape.rank is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "output_shape", "must have a known rank", output_shape
             )
         output_shape = [-1 if d is None else d for d in output_shape.as_list()]
@@ -33,7 +33,7 @@ def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
     if isinstance(output_shape, (str, bytes)) or not isinstance(output_shape, Sequence):
         # The original iterated it (a TypeError) or, for a string, failed
         # converting it to a tensor (a ValueError): ours is both.
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "output_shape",
             "must be a sequence of sizes (ints, at most one -1)",
             output_shape,
@@ -43,20 +43,20 @@ def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
         floats = all(isinstance(d, (float, np.floating)) for d in output_shape)
         # Floats reached `tf.reshape` (InvalidArgumentError); others failed
         # converting to a shape (ValueError).
-        make = checks.invalid_argument_type if floats else utils.bad_value
+        make = errors.invalid_argument_type if floats else errors.bad_value
         raise make(
             "output_shape", "must contain only ints (at most one -1)", output_shape
         )
     if any(d < -1 for d in shape):  # type: ignore[operator]
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "output_shape", "must contain sizes >= 0 or a single -1", output_shape
         )
     if shape.count(-1) > 1:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "output_shape", "must contain at most one -1 (inferred size)", output_shape
         )
     if -1 in shape and 0 in shape:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "output_shape",
             "must not contain both -1 and 0 (the -1 could not be inferred)",
             output_shape,
@@ -111,7 +111,7 @@ class Reshape(base.Module):
     @base.no_name_scope
     def _check_rank(self, shape: tf.TensorShape) -> None:
         if shape.rank is None or shape.rank < self._preserve_dims:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs",
                 f"must have a known rank >= preserve_dims={self._preserve_dims}",
                 shape,
@@ -150,7 +150,7 @@ class Reshape(base.Module):
             else:
                 fits, expected = size == known, str(known)
             if not fits:
-                raise checks.invalid_argument(
+                raise errors.invalid_argument(
                     "inputs",
                     f"must have {expected} elements after the first {p} "
                     f"dimension(s) to be reshaped to {list(self._shape)}",

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import tensorflow as tf
 
-from sonnet._src import axis_norm, base, initializers, precision, utils
+from sonnet._src import axis_norm, base, errors, initializers, precision, utils
 from sonnet._src.norm_params import NormParams, as_inputs
 from sonnet._src.once import once
 
@@ -63,7 +63,7 @@ class RMSNorm(NormParams, base.Module):
         self._axis = axis_norm.check_axis(axis)
         self.check_common(create_scale, False, eps, scale_init, None, "channels_last")
         if isinstance(self._eps, float) and self._eps < 0:
-            raise utils.bad_value("eps", "must not be negative", eps)
+            raise errors.bad_value("eps", "must not be negative", eps)
 
     @once
     def _initialize(self, inputs: tf.Tensor) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base as base_lib
-from sonnet._src import checks, linear, utils
+from sonnet._src import checks, errors, linear, utils
 
 _DEFAULT_BASE = 10000.0
 
@@ -28,7 +28,7 @@ def check_base(value: Any, argument: str = "base") -> float:
     """A rotary base: a positive real number, as a Python float."""
     result = checks.real(argument, value, allow_tensor=False)
     if result <= 0:
-        raise utils.bad_value(argument, "must be positive", value)
+        raise errors.bad_value(argument, "must be positive", value)
     return result
 
 
@@ -57,16 +57,16 @@ def _dynamic_frequencies(size: Any, base: float, dtype: tf.DType) -> tf.Tensor:
 
 def _check_inputs(x: Any) -> tf.Tensor:
     if isinstance(x, (str, bytes)) or x is None:
-        raise utils.bad_type("x", "must be a float tensor `[B, T, H, D]`", x)
+        raise errors.bad_type("x", "must be a float tensor `[B, T, H, D]`", x)
     x = utils.to_tensor("x", x)
     shape = x.shape
     if shape.rank != 4:
-        raise utils.bad_value("x", "must have rank 4 `[B, T, H, D]`", shape)
+        raise errors.bad_value("x", "must have rank 4 `[B, T, H, D]`", shape)
     if not x.dtype.is_floating:
-        raise utils.bad_type("x", "must have a floating point dtype", x)
+        raise errors.bad_type("x", "must have a floating point dtype", x)
     size = shape[-1]
     if size is not None and size % 2:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "x",
             "must have an even last dimension `D` (features are rotated in pairs)",
             shape,
@@ -76,23 +76,23 @@ def _check_inputs(x: Any) -> tf.Tensor:
 
 def _check_positions(positions: Any, x: tf.Tensor) -> tf.Tensor:
     if isinstance(positions, (str, bytes)):
-        raise utils.bad_type("positions", "must be an integer tensor", positions)
+        raise errors.bad_type("positions", "must be an integer tensor", positions)
     positions = utils.to_tensor("positions", positions)
     dtype = positions.dtype
     if not (dtype.is_integer or dtype.is_floating) or dtype.is_bool:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "positions", "must have an integer (or floating point) dtype", positions
         )
     shape = positions.shape
     rank = shape.rank
     if rank not in (1, 2):
-        raise utils.bad_value("positions", "must have shape `[T]` or `[B, T]`", shape)
+        raise errors.bad_value("positions", "must have shape `[T]` or `[B, T]`", shape)
     expected = tf.TensorShape(x.shape[:2]) if rank == 2 else x.shape[1:2]
     if not all(
         p is None or e is None or p == e or (rank == 2 and i == 0 and p == 1)
         for i, (p, e) in enumerate(zip(shape.as_list(), expected.as_list()))
     ):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "positions",
             f"must have shape `[T]` or `[B, T]` for `x` of shape {x.shape}",
             shape,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, errors
 
 
 class Sequential(base.Module):
@@ -33,11 +33,11 @@ class Sequential(base.Module):
         if layers is None:
             layers = []
         elif isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
-            raise utils.bad_type("layers", "must be an iterable of callables", layers)
+            raise errors.bad_type("layers", "must be an iterable of callables", layers)
         try:
             layers = list(layers)
         except TypeError as e:  # E.g. a scalar tensor.
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "layers", "must be an iterable of callables", layers
             ) from e
         for layer in layers:

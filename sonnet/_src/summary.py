@@ -21,7 +21,16 @@ from typing import Any
 import tabulate
 import tensorflow as tf
 
-from sonnet._src import base, build, checks, flops, tf_compat, utils, variable_table
+from sonnet._src import (
+    base,
+    build,
+    checks,
+    errors,
+    flops,
+    keras_variables,
+    tf_compat,
+    variable_table,
+)
 
 # Methods recorded as calls: `__call__`, and the whole-sequence fast path that
 # `snt.dynamic_unroll` takes for LSTM/GRU cores (and stacks of them) instead
@@ -125,7 +134,7 @@ class Summary:
         if depth is not None:
             depth = checks.integer("depth", depth, minimum=0)
         if not isinstance(tablefmt, (str, tabulate.TableFormat)):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "tablefmt", "must be a tabulate table format", tablefmt
             )
         rows = [
@@ -459,7 +468,7 @@ class _recording_calls:
 def _variables(module: Any) -> list[tf.Variable]:
     """The module's variables (its submodules' too), each once."""
     if isinstance(module, tf.Module):
-        found = tf.Module.variables.fget(module)  # type: ignore[attr-defined]
+        found = keras_variables.variables(module)  # Keras 3 layers' too.
     else:
         found = ()
     unique: dict[Any, tf.Variable] = {}

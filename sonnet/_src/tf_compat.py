@@ -333,6 +333,23 @@ def _restore_quickly(owner: Any, name: str, variable: Any) -> bool:
 def handle_deferred_dependencies(owner: Any, name: str, trackable: Any) -> None:
     """`snt.Module`'s `_handle_deferred_dependencies` (see the module
     docstring): restores what a checkpoint holds for `owner.<name>`, the
-    trackable `owner` has just started tracking."""
+    trackable `owner` has just started tracking.
+
+    A trackable marked `_snt_restore_later` (the stand-ins `snt.LayerStack`
+    builds its layers with) is skipped: the value waits for the variable
+    that replaces it under the same name."""
+    if getattr(trackable, "_snt_restore_later", False):
+        return
     if not _restore_quickly(owner, name, trackable):
         tf.Module._handle_deferred_dependencies(owner, name, trackable)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def restore_replacement(owner: Any, name: str, trackable: Any) -> None:
+    """Restores a checkpoint value waiting for `owner.<name>` into `trackable`,
+    which has just replaced the object `owner` tracked under that name.
+
+    TensorFlow restores on create only when a name is tracked the first time
+    (`Trackable._track_trackable`); `snt.LayerStack` replaces its layers'
+    stand-in variables by stacked ones under the same names.
+    """
+    owner._handle_deferred_dependencies(name=name, trackable=trackable)

@@ -1,4 +1,4 @@
-"""Small helpers shared by the modules: argument checks, shapes, autograph."""
+"""Small helpers shared by the modules: shapes, conversions, autograph."""
 
 from __future__ import annotations
 
@@ -9,35 +9,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 import tensorflow as tf
 
-from sonnet._src import tf_compat
+from sonnet._src import errors, tf_compat
 
 T = TypeVar("T")
-
-
-def describe(value: Any) -> str:
-    """Short repr of `value` for error messages (tensors show shape and dtype)."""
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        return f"<{type(value).__name__} shape={value.shape} dtype={value.dtype.name}>"
-    if isinstance(value, np.ndarray):
-        return f"<ndarray shape={value.shape} dtype={value.dtype}>"
-    text = repr(value)
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def bad_value(argument: str, expected: str, received: Any) -> ValueError:
-    """A `ValueError` in the project's template: argument, expectation, received."""
-    return ValueError(f"`{argument}` {expected}. Received: {describe(received)}.")
-
-
-def bad_type(argument: str, expected: str, received: Any) -> TypeError:
-    """A `TypeError` in the project's template: argument, expectation, received."""
-    return TypeError(
-        f"`{argument}` {expected}. Received: {describe(received)} "
-        f"of type {type(received).__name__}."
-    )
 
 
 def replicate(element: T | Sequence[T], num_times: int, name: str) -> tuple[T, ...]:
@@ -52,6 +28,7 @@ def replicate(element: T | Sequence[T], num_times: int, name: str) -> tuple[T, .
     Returns:
       A tuple of length `num_times`.
 
+    >>> from sonnet._src.utils import replicate
     >>> replicate(3, 2, "kernel_shape")
     (3, 3)
     >>> replicate([1, 2], 2, "stride")
@@ -65,7 +42,7 @@ def replicate(element: T | Sequence[T], num_times: int, name: str) -> tuple[T, .
         return tuple(element)
     raise TypeError(
         f"`{name}` must be a scalar or a sequence of length 1 or {num_times}. "
-        f"Received: {describe(element)}."
+        f"Received: {errors.describe(element)}."
     )
 
 
@@ -77,11 +54,14 @@ _SEQUENTIAL = re.compile(r"^((BT)|(TB))[^D]*D$")
 def get_channel_index(data_format: str) -> int:
     """Index of the channel axis for `data_format` (1 or -1).
 
+    >>> from sonnet._src.utils import get_channel_index
     >>> get_channel_index("NCHW"), get_channel_index("channels_last")
     (1, -1)
     """
     if not isinstance(data_format, str):
-        raise bad_type("data_format", "must be a string such as 'NHWC'", data_format)
+        raise errors.bad_type(
+            "data_format", "must be a string such as 'NHWC'", data_format
+        )
     if data_format == "channels_first" or _CHANNELS_FIRST.match(data_format):
         return 1
     if (
@@ -90,7 +70,7 @@ def get_channel_index(data_format: str) -> int:
         or _SEQUENTIAL.match(data_format)
     ):
         return -1
-    raise bad_value(
+    raise errors.bad_value(
         "data_format",
         "must name the channel axis: a spatial format (e.g. 'NCHW' or 'NHWC'), "
         "a sequential format (e.g. 'BTHWD'), 'channels_first' or 'channels_last'",
@@ -102,16 +82,20 @@ def assert_rank(inputs: Any, rank: int, argument: str = "inputs") -> None:
     """Raises a `ValueError` unless `inputs` has exactly `rank` dimensions."""
     shape = inputs.shape
     if shape.rank is not None and shape.rank != rank:
-        raise bad_value(argument, f"must have rank {rank}", tuple(shape.as_list()))
+        raise errors.bad_value(
+            argument, f"must have rank {rank}", tuple(shape.as_list())
+        )
 
 
 def assert_minimum_rank(inputs: Any, rank: int, argument: str = "inputs") -> None:
     """Raises a `ValueError` unless `inputs` has at least `rank` dimensions."""
     shape = inputs.shape
     if shape.rank is None:
-        raise bad_value(argument, "must have a known rank", shape)
+        raise errors.bad_value(argument, "must have a known rank", shape)
     if shape.rank < rank:
-        raise bad_value(argument, f"must have rank >= {rank}", tuple(shape.as_list()))
+        raise errors.bad_value(
+            argument, f"must have rank >= {rank}", tuple(shape.as_list())
+        )
 
 
 def check_floating_or_integer(argument: str, value: Any) -> None:
@@ -120,14 +104,14 @@ def check_floating_or_integer(argument: str, value: Any) -> None:
     if dtype is not None:
         dtype = tf.as_dtype(dtype)
         if not (dtype.is_floating or dtype.is_integer):
-            raise bad_type(argument, "must have a floating point dtype", value)
+            raise errors.bad_type(argument, "must have a floating point dtype", value)
 
 
 def check_floating(argument: str, value: Any) -> None:
     """Rejects tensors whose dtype is not floating point."""
     dtype = getattr(value, "dtype", None)
     if dtype is not None and not tf.as_dtype(dtype).is_floating:
-        raise bad_type(argument, "must have a floating point dtype", value)
+        raise errors.bad_type(argument, "must have a floating point dtype", value)
 
 
 def to_tensor(argument: str, value: Any, dtype: Any = None) -> tf.Tensor:
@@ -138,9 +122,7 @@ def to_tensor(argument: str, value: Any, dtype: Any = None) -> tf.Tensor:
         return tf.convert_to_tensor(value, dtype=dtype)
     except (TypeError, ValueError) as e:
         # TF raised `ValueError` (e.g. for None) or `TypeError`; ours is both.
-        from sonnet._src import checks
-
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument, "must be convertible to a tensor", value
         ) from e
 

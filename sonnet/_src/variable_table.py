@@ -9,7 +9,7 @@ import tabulate
 import tensorflow as tf
 from absl import logging
 
-from sonnet._src import utils
+from sonnet._src import errors
 
 _DTYPE_ABBREVIATIONS = {
     tf.float16: "f16",
@@ -60,7 +60,7 @@ def _sort_key(variable: tf.Variable) -> tuple[str, int, str]:
 
 
 def _check_variables(variables: Any) -> list[tf.Variable]:
-    error = utils.bad_type(
+    error = errors.bad_type(
         "variables", "must be an iterable of tf.Variables", variables
     )
     if isinstance(variables, (str, bytes, tf.Tensor, tf.Variable)):
@@ -71,7 +71,7 @@ def _check_variables(variables: Any) -> list[tf.Variable]:
         raise error from e
     for v in found:
         if not isinstance(v, tf.Variable):
-            raise utils.bad_type("variables", "must contain only tf.Variables", v)
+            raise errors.bad_type("variables", "must contain only tf.Variables", v)
     return found
 
 
@@ -98,7 +98,7 @@ def format_variables(variables: Iterable[tf.Variable], tablefmt: str = "orgtbl")
     """
     variables = _check_variables(variables)
     if not isinstance(tablefmt, (str, tabulate.TableFormat)):
-        raise utils.bad_type("tablefmt", "must be a tabulate table format", tablefmt)
+        raise errors.bad_type("tablefmt", "must be a tabulate table format", tablefmt)
     rows = [
         (_name(v), _spec(v), str(v.trainable), _device(v))
         for v in sorted(variables, key=_sort_key)

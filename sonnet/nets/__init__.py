@@ -6,6 +6,9 @@ from sonnet._src.nets.resnet import ResNet as ResNet
 from sonnet._src.nets.resnet import ResNet50 as ResNet50
 from sonnet._src.nets.transformer import Transformer as Transformer
 from sonnet._src.nets.transformer import TransformerBlock as TransformerBlock
+from sonnet._src.nets.transformer_weights import (
+    copy_transformer_weights as copy_transformer_weights,
+)
 from sonnet._src.nets.vqvae import VectorQuantizer as VectorQuantizer
 from sonnet._src.nets.vqvae import VectorQuantizerEMA as VectorQuantizerEMA
 from sonnet.nets import resnet as resnet
@@ -17,6 +20,7 @@ __all__ = [
     "ResNet50",
     "Transformer",
     "TransformerBlock",
+    "copy_transformer_weights",
     "VectorQuantizer",
     "VectorQuantizerEMA",
     "resnet",

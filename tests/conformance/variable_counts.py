@@ -114,6 +114,12 @@ VARIABLE_COUNTS: dict[str, int] = {
     "Transformer-cache": 18,
     "TransformerBlock": 16,
     "TransformerBlock-cache": 14,
+    # Stacked: one variable per block variable, with a leading layer axis.
+    "LayerStack": 4,
+    "LayerStack-remat": 4,
+    "Transformer-stacked": 18,
+    "Transformer-stacked-mask": 18,
+    "Transformer-stacked-cache": 18,
     "Cifar10ConvNet": 22,
     "ResNet-v1": 155,
     "ResNet-v2-eval": 123,

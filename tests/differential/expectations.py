@@ -20,7 +20,7 @@ Entries live in one file per family, `allowed_<family>.py` (a dict
 
 Where both reject no entry is needed: our exception must simply be an
 instance of the original's class (so a clean error for an input on which a
-TF op failed is `sonnet._src.checks.InvalidArgumentError`). An entry that no
+TF op failed is `sonnet._src.errors.InvalidArgumentError`). An entry that no
 longer matches a real difference fails its test, so the list stays current.
 
 `XFAIL` (in `xfail.py`): real differences being fixed (the original accepts

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import errors, utils
 from sonnet._src.functional import tensor_variable as tv
 from sonnet._src.functional.tensor_variable import TensorVariable
 
@@ -98,7 +98,7 @@ def _check_values(argument: str, values: Any) -> list[tuple[TensorVariable, Any]
     # The original read `values.items()` and `key.deref()`: other values
     # failed there with `AttributeError`.
     if not isinstance(values, Mapping):
-        raise checks.lacks_attribute(
+        raise errors.lacks_attribute(
             argument,
             "must be a dict keyed by `variable.ref()`, as `init` returns",
             values,
@@ -107,7 +107,7 @@ def _check_values(argument: str, values: Any) -> list[tuple[TensorVariable, Any]
     for key, value in values.items():
         variable = key.deref() if hasattr(key, "deref") else None
         if not isinstance(variable, TensorVariable):
-            raise checks.lacks_attribute(
+            raise errors.lacks_attribute(
                 argument,
                 "must have keys `variable.ref()` of TensorVariables, as `init` returns",
                 key,
@@ -227,7 +227,7 @@ def transform_with_state(f: Callable[..., Any]) -> TransformedWithState:
     5.0
     """
     if not callable(f):
-        raise utils.bad_type("f", "must be callable", f)
+        raise errors.bad_type("f", "must be callable", f)
 
     # These two run inside the user's `tf.function`s, where AutoGraph converts
     # every function they call: they are kept tiny, with the bookkeeping in
@@ -259,7 +259,7 @@ _STATEFUL = (
 def _check_no_state(state: State) -> None:
     if state:
         names = sorted(ref.deref().name for ref in state)
-        raise utils.bad_value("f", _STATEFUL, f"state variables {names}")
+        raise errors.bad_value("f", _STATEFUL, f"state variables {names}")
 
 
 def without_state(with_state: TransformedWithState) -> Transformed:
@@ -288,7 +288,7 @@ def without_state(with_state: TransformedWithState) -> Transformed:
     init = getattr(with_state, "init", None)
     apply = getattr(with_state, "apply", None)
     if not callable(init) or not callable(apply):
-        raise checks.lacks_attribute(
+        raise errors.lacks_attribute(
             "with_state",
             "must be an `(init, apply)` pair from `transform_with_state`",
             with_state,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, errors, utils
 
 
 def device_put(t: Any, device: str | None = None) -> Any:
@@ -35,13 +35,13 @@ def device_put(t: Any, device: str | None = None) -> Any:
 def _device_put(t: Any, device: Any) -> Any:
     if device is not None and not isinstance(device, str):
         # What `tf.device` raised in the original.
-        raise utils.bad_value("device", "must be a device name string or None", device)
+        raise errors.bad_value("device", "must be a device name string or None", device)
 
     def put(leaf: Any) -> tf.Tensor:
         try:
             return tf.identity(leaf)
         except (TypeError, ValueError) as e:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "t", "must be a nest of values convertible to tensors", leaf
             ) from e
 
@@ -75,7 +75,7 @@ def _device_get(t: Any) -> Any:
         if not isinstance(leaf, (tf.Tensor, tf.Variable)):
             return leaf
         if tf.is_symbolic_tensor(leaf):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "t",
                 "must contain eager tensors (a symbolic tensor inside "
                 "`tf.function` has no value to fetch)",
@@ -119,9 +119,9 @@ def jit(f: Callable[..., Any], device: str | None = None) -> Callable[..., Any]:
     [2.0, 2.0]
     """
     if not callable(f):
-        raise utils.bad_value("f", "must be callable", f)
+        raise errors.bad_value("f", "must be callable", f)
     if device is not None and not isinstance(device, str):
-        raise checks.lacks_attribute(
+        raise errors.lacks_attribute(
             "device", "must be a device name string or None", device
         )
     target = _default_device() if device is None else device
@@ -154,7 +154,7 @@ def _check_argnums(argnums: Any) -> list[int]:
 
 
 def _bad_argnums(argnums: Any) -> TypeError:
-    return utils.bad_type(
+    return errors.bad_type(
         "argnums", "must be an int or a nest of ints (argument positions)", argnums
     )
 
@@ -174,7 +174,7 @@ def _watchable(leaf: Any) -> Any:
         tensor = None
     if tensor is None or not (tensor.dtype.is_floating or tensor.dtype.is_integer):
         # What `tape.watch` raised in the original.
-        raise utils.bad_value(
+        raise errors.bad_value(
             "argnums", "must select arguments that are nests of numbers", leaf
         )
     return tensor
@@ -229,7 +229,7 @@ class _GradCall:
         args_list = list(args)
         for i in positions:
             if not -len(args_list) <= i < len(args_list):
-                error = utils.bad_value(
+                error = errors.bad_value(
                     "argnums",
                     f"must select positional arguments of the call "
                     f"({len(args_list)} given)",
@@ -258,9 +258,9 @@ class _GradCall:
         if self._has_aux:
             expected = "was True, so `f` must return a pair `(output, aux)`"
             if not isinstance(out, (tuple, list)):
-                raise utils.bad_type("has_aux", expected, out)
+                raise errors.bad_type("has_aux", expected, out)
             if len(out) != 2:
-                raise utils.bad_value("has_aux", expected, out)
+                raise errors.bad_value("has_aux", expected, out)
             value = out[0]
         else:
             value = out
@@ -272,7 +272,7 @@ def _value_and_grad(
     f: Callable[..., Any], argnums: Any, has_aux: bool
 ) -> Callable[..., Any]:
     if not callable(f):
-        raise utils.bad_type("f", "must be callable", f)
+        raise errors.bad_type("f", "must be callable", f)
     positions = _check_argnums(argnums)
     has_aux = checks.flag("has_aux", has_aux)
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import checks, eager_init, utils
+from sonnet._src import checks, eager_init, errors, utils
 
 _NO_VALUE = """TensorVariable {name!r} has no value in this context.
 
@@ -87,7 +87,7 @@ def _scatter_method(op: Callable[..., tf.Tensor], doc: str) -> Callable[..., Any
         name: str | None = None,
     ) -> tf.Tensor:
         if not isinstance(sparse_delta, tf.IndexedSlices):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "sparse_delta", "must be a tf.IndexedSlices", sparse_delta
             )
         indices = tf.expand_dims(sparse_delta.indices, -1)
@@ -156,12 +156,12 @@ class TensorVariable(tf.Variable):
             value = tf.convert_to_tensor(value)
         trainable = checks.flag("trainable", trainable)
         if name is not None and not isinstance(name, str):
-            raise utils.bad_type("name", "must be a string or None", name)
+            raise errors.bad_type("name", "must be a string or None", name)
         static_shape = value.shape
         if shape is not None:
             static_shape = tf.TensorShape(shape)
             if not static_shape.is_compatible_with(value.shape):
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "shape",
                     f"must be compatible with the initial value's shape "
                     f"{_shape_text(value.shape)}",
@@ -225,7 +225,7 @@ class TensorVariable(tf.Variable):
         try:
             self._shape = self._shape.merge_with(tf.TensorShape(shape))
         except (TypeError, ValueError) as e:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "shape",
                 f"must be compatible with the variable's shape "
                 f"{_shape_text(self._shape)}",
@@ -291,7 +291,7 @@ class TensorVariable(tf.Variable):
         try:
             tensor = tf.convert_to_tensor(value, dtype=self._dtype)
         except (TypeError, ValueError) as e:
-            raise checks.error_like(
+            raise errors.error_like(
                 e,
                 argument,
                 f"must be convertible to a {self._dtype.name} tensor",
@@ -300,7 +300,7 @@ class TensorVariable(tf.Variable):
         if not tensor.shape.is_compatible_with(self._shape):
             # Unlike `tf.Variable`, the original's TensorVariable took any
             # shape; the ops that then met it failed.
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 argument,
                 f"must have the variable's shape {_shape_text(self._shape)}",
                 value,
@@ -430,7 +430,7 @@ def _to_tensor(
 ) -> tf.Tensor:
     del name, as_ref
     if dtype is not None and not tf.as_dtype(dtype).is_compatible_with(variable.dtype):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "dtype",
             f"must match the variable's dtype {variable.dtype.name} to convert "
             f"{variable.name!r} to a tensor",

@@ -7,7 +7,16 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, batch_norm, checks, conv, initializers, linear, utils
+from sonnet._src import (
+    base,
+    batch_norm,
+    checks,
+    conv,
+    errors,
+    initializers,
+    linear,
+    utils,
+)
 
 _DEFAULT_CHANNELS = (64, 64, 128, 128, 128, 256, 256, 256, 512, 512, 512)
 _DEFAULT_STRIDES = (1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1)
@@ -56,7 +65,7 @@ class Cifar10ConvNet(base.Module):
         output_channels = checks.integers("output_channels", output_channels, minimum=1)
         strides = checks.integers("strides", strides, minimum=1)
         if len(output_channels) != len(strides):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "strides",
                 f"must have the length of `output_channels` ({len(output_channels)})",
                 strides,

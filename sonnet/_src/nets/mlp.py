@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, errors
 from sonnet._src import dropout as dropout_lib
 from sonnet._src import linear as linear_lib
 
@@ -70,7 +70,7 @@ class MLP(base.Module):
         # The original checked `b_init` against `with_bias` first (ValueError).
         with_bias = checks.flag("with_bias", with_bias)
         if not with_bias and b_init is not None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "b_init",
                 "must be None when `with_bias=False` (there is no bias)",
                 b_init,
@@ -84,7 +84,7 @@ class MLP(base.Module):
         activate_final = checks.flag("activate_final", activate_final)
         if activation is None and (len(sizes) > 1 or activate_final):
             # The original accepted None and failed (TypeError) when applying it.
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "activation",
                 "must be a function from tensor to tensor when it is applied "
                 "(more than one layer, or activate_final=True)",
@@ -95,7 +95,7 @@ class MLP(base.Module):
                 dropout_rate = dropout_lib.check_rate("dropout_rate", dropout_rate)
             except TypeError as e:
                 # The original failed later, with a `ValueError`.
-                raise checks.invalid_argument_type(
+                raise errors.invalid_argument_type(
                     "dropout_rate", "must be a real number", dropout_rate
                 ) from e
         super().__init__(name=name)
@@ -147,14 +147,14 @@ class MLP(base.Module):
         """
         if self._use_dropout:
             if is_training is None:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "is_training",
                     "must be given (True or False) when the MLP uses dropout",
                     is_training,
                 )
             training = checks.mode_flag("is_training", is_training)
         elif is_training is not None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "is_training",
                 "must be None unless the MLP uses dropout (set `dropout_rate`)",
                 is_training,

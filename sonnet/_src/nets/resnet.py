@@ -7,7 +7,17 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, batch_norm, checks, conv, initializers, linear, pad, utils
+from sonnet._src import (
+    base,
+    batch_norm,
+    checks,
+    conv,
+    errors,
+    initializers,
+    linear,
+    pad,
+    utils,
+)
 
 # Keyword arguments of `snt.BatchNorm` that `bn_config` may set.
 _BN_KEYS = frozenset(
@@ -20,13 +30,13 @@ def _check_bn_config(bn_config: Any) -> dict[str, Any]:
     if bn_config is None:
         bn_config = {}
     if not isinstance(bn_config, Mapping):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "bn_config", "must be a mapping of snt.BatchNorm arguments", bn_config
         )
     unknown = sorted(str(k) for k in bn_config if k not in _BN_KEYS)
     if unknown:
         # The original passed them on: `BatchNorm()` raised a TypeError.
-        raise utils.bad_type(
+        raise errors.bad_type(
             "bn_config",
             f"may only set the snt.BatchNorm arguments {sorted(_BN_KEYS)}, "
             f"not {unknown}",
@@ -50,7 +60,7 @@ def _check_channels(channels: Any) -> int:
     channels = checks.size("channels", channels)
     if channels < 4:
         # The bottleneck convolutions have `channels // 4` channels.
-        raise utils.bad_value("channels", "must be at least 4", channels)
+        raise errors.bad_value("channels", "must be at least 4", channels)
     return channels
 
 
@@ -66,7 +76,7 @@ def _check_identity_shortcut(block: Any, inputs: tf.Tensor) -> None:
     channels = shape[-1]
     same_size = block._stride == 1 or all(d == 1 for d in shape[1:3])
     if (channels is not None and channels != block._channels) or not same_size:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "inputs",
             f"must have {block._channels} channels (and, unless `stride` is 1, "
             "1x1 spatial size) for a block with `use_projection=False`",
@@ -123,7 +133,7 @@ class BottleNeckBlockV1(_BottleNeckBlock):
 
     def _build(self, channels: int, bn_config: Any) -> None:
         if "scale_init" in self._bn_config:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "bn_config",
                 "must not set `scale_init` for BottleNeckBlockV1 (its last "
                 "batch norm's scale always starts at zero)",
@@ -212,7 +222,7 @@ class BottleNeckBlockV2(_BottleNeckBlock):
         inputs = utils.to_tensor("inputs", inputs)
         utils.assert_rank(inputs, 4)
         if inputs.shape[-1] == 0:  # The convolutions would fail after it.
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "inputs", "must have at least one channel", inputs
             )
         if not self._use_projection:
@@ -286,7 +296,7 @@ class BlockGroup(base.Module):
 def _check_four(argument: str, value: Any) -> tuple[int, ...]:
     values = checks.integers(argument, value, minimum=1)
     if len(values) != 4:
-        raise utils.bad_value(argument, "must have length 4", value)
+        raise errors.bad_value(argument, "must have length 4", value)
     return values
 
 
@@ -335,7 +345,7 @@ class ResNet(base.Module):
         channels = _check_four("channels_per_group_list", channels_per_group_list)
         for c in channels:
             if c < 4:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "channels_per_group_list",
                     "must have entries of at least 4",
                     channels_per_group_list,
@@ -346,7 +356,7 @@ class ResNet(base.Module):
         bn_config.setdefault("decay_rate", 0.9)
         bn_config.setdefault("eps", 1e-5)
         if "scale_init" in bn_config and not resnet_v2:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "bn_config",
                 "must not set `scale_init` for a v1 ResNet (the last batch "
                 "norm of each block starts with zero scale)",

@@ -10,6 +10,7 @@ the output head are left to the user (`snt.Embed`, `snt.Linear`): see the
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Sequence
@@ -18,9 +19,11 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from sonnet._src import attention as attention_lib
-from sonnet._src import axis_norm, base, checks, initializers, precision, utils
+from sonnet._src import axis_norm, base, checks, errors, initializers, precision, utils
 from sonnet._src import dropout as dropout_lib
+from sonnet._src import layer_stack as layer_stack_lib
 from sonnet._src import linear as linear_lib
+from sonnet._src import remat as remat_lib
 from sonnet._src import rms_norm as rms_norm_lib
 
 _ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -62,9 +65,9 @@ def _choice(argument: str, value: Any, options: tuple[str, ...]) -> str:
     """A string argument that must be one of `options`."""
     expected = "must be one of " + ", ".join(f'"{o}"' for o in options)
     if not isinstance(value, str):
-        raise utils.bad_type(argument, expected, value)
+        raise errors.bad_type(argument, expected, value)
     if value not in options:
-        raise utils.bad_value(argument, expected, value)
+        raise errors.bad_value(argument, expected, value)
     return value
 
 
@@ -77,7 +80,7 @@ def _sizes(
     key_size = checks.optional_size("key_size", key_size)
     if model_size is None:
         if key_size is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "model_size",
                 "must be given, or `key_size` (then `model_size` is "
                 "`num_heads * key_size`)",
@@ -86,7 +89,7 @@ def _sizes(
         model_size = num_heads * key_size
     elif key_size is None:
         if model_size % num_heads:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "model_size",
                 f"must be a multiple of `num_heads` ({num_heads}) when `key_size` "
                 "is not given (the default `key_size` is `model_size // num_heads`)",
@@ -151,17 +154,17 @@ def _training(is_training: Any) -> bool | tf.Tensor:
 def _check_inputs(inputs: Any, model_size: int) -> tf.Tensor:
     """`inputs` as a float tensor `[batch, time, model_size]`, else a clean error."""
     if inputs is None or isinstance(inputs, (str, bytes)):
-        raise utils.bad_type("inputs", "must be a float tensor", inputs)
+        raise errors.bad_type("inputs", "must be a float tensor", inputs)
     inputs = utils.to_tensor("inputs", inputs)
     if not inputs.dtype.is_floating:
-        raise utils.bad_type("inputs", "must be a floating point tensor", inputs)
+        raise errors.bad_type("inputs", "must be a floating point tensor", inputs)
     shape = inputs.shape
     if shape.rank is not None and shape.rank != 3:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "inputs", "must have rank 3: [batch, time, model_size]", inputs
         )
     if shape.rank is not None and shape[-1] not in (None, model_size):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "inputs",
             f"must have a last dimension of `model_size` ({model_size})",
             inputs,
@@ -173,7 +176,7 @@ def _check_causal(causal: bool, cache: Any) -> None:
     # With a cache, attention is causal whatever `causal` says: an encoder
     # would silently compute something else than without the cache.
     if cache is not None and not causal:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "cache",
             "is only for decoding with a causal model (`causal=True`)",
             "a cache for a model with causal=False",
@@ -368,6 +371,24 @@ class TransformerBlock(base.Module):
         return self.attention.initial_cache(batch_size, max_length, dtype)
 
 
+def _stacked_cache(
+    cache: attention_lib.AttentionCache, num_layers: int
+) -> attention_lib.AttentionCache:
+    """`cache`'s fields as tensors, checked to have a `num_layers` axis."""
+    fields = []
+    for field, value in zip(cache._fields, cache):
+        value = utils.to_tensor("cache", value)
+        if value.shape.rank == 0 or value.shape[:1] not in ([None], [num_layers]):
+            raise errors.bad_value(
+                "cache",
+                f"must have a leading num_layers={num_layers} axis in every field "
+                "(from `initial_cache` of a stacked Transformer)",
+                f"{field}: {value.dtype.name}{value.shape}",
+            )
+        fields.append(value)
+    return attention_lib.AttentionCache(*fields)
+
+
 def _norm(kind: str, name: str) -> axis_norm.LayerNorm | rms_norm_lib.RMSNorm:
     if kind == "rms":
         return rms_norm_lib.RMSNorm(axis=-1, name=name)
@@ -431,6 +452,19 @@ class Transformer(base.Module):
       w_init: Initializer of every weight matrix; default None means each
         `snt.Linear`'s default (truncated normal, stddev `1 / sqrt(fan_in)`).
       with_bias: Whether the projections have biases (default True).
+      stacked: Whether the blocks' parameters are stored stacked, in one
+        `snt.LayerStack` (attribute `stack`, variables of shape
+        `[num_layers, ...]` under `stack/layer/...`), and run in a loop whose
+        body is traced once: tracing and the first result cost about one
+        block's worth whatever the depth. Default False: one
+        `snt.nets.TransformerBlock` per layer in `blocks` (`block_0`, ...).
+        Outputs are the same for the same weights; the checkpoints differ,
+        and `snt.nets.copy_transformer_weights` converts between the two.
+        With it, `initial_cache` returns one `snt.AttentionCache` whose
+        fields have a leading `num_layers` axis.
+      remat: Whether each block's activations are recomputed in the
+        backward pass instead of being kept (`snt.remat`): less memory for
+        about one more forward pass of compute. Default False.
       name: Module name (default `transformer`).
 
     Shapes:
@@ -455,9 +489,11 @@ class Transformer(base.Module):
     """
 
     _TF_MODULE_IGNORED_PROPERTIES = base.Module._TF_MODULE_IGNORED_PROPERTIES | {
-        "_block_tuple"
+        "_block_tuple",
+        "_block_calls",
     }
     _block_tuple: tuple[TransformerBlock, ...]
+    _block_calls: tuple[Any, ...]
 
     def __init__(
         self,
@@ -475,9 +511,13 @@ class Transformer(base.Module):
         rotary_base: float = 10000.0,
         w_init: initializers.Initializer | None = None,
         with_bias: bool = True,
+        stacked: bool = False,
+        remat: bool = False,
         name: str | None = None,
     ):
         num_layers = checks.size("num_layers", num_layers)
+        stacked = checks.flag("stacked", stacked)
+        remat = checks.flag("remat", remat)
         args = _block_args(
             num_heads,
             model_size,
@@ -494,29 +534,43 @@ class Transformer(base.Module):
         self.num_layers = num_layers
         self.model_size = args.model_size
         self.causal = args.causal
-        self.blocks = [
-            TransformerBlock(
-                num_heads=args.num_heads,
-                model_size=args.model_size,
-                key_size=args.key_size,
-                mlp_hidden_size=args.mlp_hidden_size,
-                num_kv_heads=num_kv_heads,
-                activation=args.activation,
-                norm=args.norm,
-                dropout_rate=args.dropout_rate,
-                causal=args.causal,
-                rotary=rotary,
-                rotary_base=rotary_base,
-                w_init=w_init,
-                with_bias=args.with_bias,
-                name=f"block_{i}",
+        self.stacked = stacked
+        self.remat = remat
+        make_block = functools.partial(
+            TransformerBlock,
+            num_heads=args.num_heads,
+            model_size=args.model_size,
+            key_size=args.key_size,
+            mlp_hidden_size=args.mlp_hidden_size,
+            num_kv_heads=num_kv_heads,
+            activation=args.activation,
+            norm=args.norm,
+            dropout_rate=args.dropout_rate,
+            causal=args.causal,
+            rotary=rotary,
+            rotary_base=rotary_base,
+            w_init=w_init,
+            with_bias=args.with_bias,
+        )
+        if stacked:
+            self.stack = layer_stack_lib.LayerStack(
+                functools.partial(make_block, name="block"),
+                num_layers,
+                remat=remat,
+                name="stack",
             )
-            for i in range(num_layers)
-        ]
+            blocks: tuple[TransformerBlock, ...] = ()
+        else:
+            self.blocks = [make_block(name=f"block_{i}") for i in range(num_layers)]
+            blocks = tuple(self.blocks)
         self.final_norm = _norm(args.norm, "final_norm")
         # A plain tuple for the loop in `__call__` (not tracked: checkpoints
-        # and `variables` see `blocks` only).
-        vars(self)["_block_tuple"] = tuple(self.blocks)
+        # and `variables` see `blocks` only), each call with remat if asked.
+        vars(self)["_block_tuple"] = blocks
+        calls: tuple[Any, ...] = blocks
+        if remat:
+            calls = tuple(remat_lib.remat(b) for b in blocks)
+        vars(self)["_block_calls"] = calls
 
     @utils.no_autograph
     def __call__(
@@ -556,7 +610,9 @@ class Transformer(base.Module):
         """
         training = _training(is_training)
         x = _check_inputs(inputs, self.model_size)
-        blocks = self._block_tuple
+        if self.stacked:
+            return self._stacked_call(x, training, mask, cache)
+        blocks = self._block_calls
         if cache is None:
             for block in blocks:
                 x = block(x, is_training=training, mask=mask)
@@ -565,14 +621,14 @@ class Transformer(base.Module):
         if isinstance(cache, attention_lib.AttentionCache) or not isinstance(
             cache, Sequence
         ):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "cache",
                 "must be a sequence of `snt.AttentionCache`s, one per block (from "
                 "`initial_cache`)",
                 cache,
             )
         if len(cache) != len(blocks):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "cache",
                 f"must have one `snt.AttentionCache` per block ({len(blocks)})",
                 f"{len(cache)} entries",
@@ -585,9 +641,44 @@ class Transformer(base.Module):
             new_cache.append(layer_cache)
         return self.final_norm(x), tuple(new_cache)
 
+    def _stacked_call(
+        self,
+        x: tf.Tensor,
+        training: bool | tf.Tensor,
+        mask: tf.Tensor | None,
+        cache: Any,
+    ) -> Any:
+        if cache is None:
+            return self.final_norm(self.stack(x, is_training=training, mask=mask))
+        _check_causal(self.causal, cache)
+        # One cache whose fields have a leading `num_layers` axis (from
+        # `initial_cache`), or one per block, as for unrolled blocks.
+        per_block = not isinstance(cache, attention_lib.AttentionCache)
+        if per_block:
+            if not isinstance(cache, Sequence) or len(cache) != self.num_layers:
+                raise errors.bad_type(
+                    "cache",
+                    "must be an `snt.AttentionCache` with a leading num_layers="
+                    f"{self.num_layers} axis (from `initial_cache`) or a sequence "
+                    "of one per block",
+                    cache,
+                )
+            cache = tf.nest.map_structure(lambda *t: tf.stack(t), *cache)
+        cache = _stacked_cache(cache, self.num_layers)
+        x, new_cache = self.stack(
+            x, is_training=training, mask=mask, per_layer={"cache": cache}
+        )
+        if per_block:
+            fields = [tf.unstack(t, num=self.num_layers) for t in new_cache]
+            new_cache = tuple(
+                attention_lib.AttentionCache(*[f[i] for f in fields])
+                for i in range(self.num_layers)
+            )
+        return self.final_norm(x), new_cache
+
     def initial_cache(
         self, batch_size: Any, max_length: Any, dtype: Any = None
-    ) -> tuple[attention_lib.AttentionCache, ...]:
+    ) -> Any:
         """An empty decoding cache: one `snt.AttentionCache` per block.
 
         Args:
@@ -600,8 +691,15 @@ class Transformer(base.Module):
             compute dtype.
 
         Returns:
-          A tuple of `num_layers` empty `snt.AttentionCache`s, for `cache=`.
+          A tuple of `num_layers` empty `snt.AttentionCache`s, for `cache=`;
+          with `stacked=True` one `snt.AttentionCache` whose fields have a
+          leading `num_layers` axis.
         """
+        if self.stacked:
+            one = self.stack.layer.initial_cache(batch_size, max_length, dtype)
+            return tf.nest.map_structure(  # type: ignore[return-value]
+                lambda t: tf.stack([t] * self.num_layers), one
+            )
         return tuple(
             block.initial_cache(batch_size, max_length, dtype)
             for block in self._block_tuple

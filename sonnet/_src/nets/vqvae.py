@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, moving_averages, utils
+from sonnet._src import base, checks, errors, initializers, moving_averages, utils
 
 VQOutput = dict[str, tf.Tensor]
 
@@ -14,7 +14,7 @@ VQOutput = dict[str, tf.Tensor]
 def _size(argument: str, value: Any) -> int:
     """A size; a string one failed in the original's `tf.cast` (no kernel)."""
     if isinstance(value, (str, bytes)):
-        raise checks.unimplemented_type(argument, "must be an integer", value)
+        raise errors.unimplemented_type(argument, "must be an integer", value)
     return checks.size(argument, value)
 
 
@@ -28,7 +28,7 @@ class _Quantizer(base.Module):
     def _check_inputs(self, inputs: Any) -> tf.Tensor:
         inputs = utils.to_tensor("inputs", inputs)
         if inputs.dtype != self.embeddings.dtype:
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 "inputs",
                 f"must have the embeddings' dtype ({self.embeddings.dtype.name})",
                 inputs,
@@ -37,7 +37,7 @@ class _Quantizer(base.Module):
         if shape.rank is not None:
             if shape.rank == 0 or shape[-1] not in (None, self.embedding_dim):
                 # The original's reshape failed: `InvalidArgumentError`.
-                raise checks.invalid_argument(
+                raise errors.invalid_argument(
                     "inputs",
                     f"must have a last dimension of size `embedding_dim` "
                     f"({self.embedding_dim})",

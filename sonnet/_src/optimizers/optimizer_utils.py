@@ -22,7 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, errors, utils
 from sonnet._src.distribute import replicator
 
 # Dtypes for which the fused `ResourceApply*` kernels exist on every device.
@@ -43,7 +43,7 @@ def hyper_parameter(argument: str, value: Any) -> Any:
     and infinities only give NaN parameters.
     """
     if isinstance(value, (str, bytes)):
-        raise checks.unimplemented_type(argument, "must be a real number", value)
+        raise errors.unimplemented_type(argument, "must be a real number", value)
     checks.tf_real(argument, value)
     if isinstance(value, (list, tuple)):
         return value[0]
@@ -147,7 +147,7 @@ def check_distribution_strategy() -> None:
 
 def _check_sequence(argument: str, value: Any) -> None:
     if not isinstance(value, (list, tuple)):
-        raise utils.bad_type(argument, "must be a list or tuple", value)
+        raise errors.bad_type(argument, "must be a list or tuple", value)
 
 
 def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
@@ -161,7 +161,7 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
         if values.dtype != parameter.dtype:
             raise _dtype_error(argument, values, parameter)
         if not indices.dtype.is_integer:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 f"{argument}.indices", "must have an integer dtype", indices
             )
         if indices.dtype not in (tf.int32, tf.int64):
@@ -171,7 +171,7 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
         if values is not update.values or indices is not update.indices:
             update = tf.IndexedSlices(values, indices, update.dense_shape)
         if indices.shape.rank not in (None, 1):
-            raise utils.bad_value(f"{argument}.indices", "must be 1-D", indices)
+            raise errors.bad_value(f"{argument}.indices", "must be 1-D", indices)
         _check_sparse_shapes(index, values, indices, parameter)
         _check_indices(argument, indices, parameter)
         return update
@@ -180,7 +180,7 @@ def _to_update(index: int, update: Any, parameter: tf.Variable) -> Update:
         raise _dtype_error(argument, update, parameter)
     if not update.shape.is_compatible_with(parameter.shape):
         # The original's TF op failed (`InvalidArgumentError`).
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             argument,
             f"must have the shape of `parameters[{index}]` "
             f"({parameter.shape.as_list()})",
@@ -195,7 +195,7 @@ def _as_tensor(argument: str, value: Any) -> Any:
     try:
         return tf.convert_to_tensor(value)
     except (TypeError, ValueError) as e:
-        raise utils.bad_type(
+        raise errors.bad_type(
             argument, "must be a tensor, tf.IndexedSlices or None", value
         ) from e
 
@@ -208,14 +208,14 @@ def _check_sparse_shapes(
         return
     argument = f"updates[{index}].values"
     if shape.rank == 0:
-        raise utils.bad_type(
+        raise errors.bad_type(
             f"updates[{index}]",
             f"must be a dense tensor: `parameters[{index}]` is a scalar",
             values,
         )
     rows = tf.TensorShape([None]).concatenate(shape[1:])
     if not values.shape.is_compatible_with(rows):
-        raise utils.bad_value(
+        raise errors.bad_value(
             argument,
             f"must have shape [num_indices] + {shape.as_list()[1:]} to update "
             f"rows of `parameters[{index}]` (shape {shape.as_list()})",
@@ -223,7 +223,7 @@ def _check_sparse_shapes(
         )
     if indices.shape.rank == 1 and values.shape.rank:
         if not indices.shape[:1].is_compatible_with(values.shape[:1]):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 argument,
                 f"must have one row per index ({indices.shape[0]} indices)",
                 values,
@@ -241,7 +241,7 @@ def _check_indices(argument: str, indices: tf.Tensor, parameter: tf.Variable) ->
         return
     found = indices.numpy()
     if found.size and (found.min() < 0 or found.max() >= rows):
-        raise utils.bad_value(
+        raise errors.bad_value(
             f"{argument}.indices",
             f"must lie in [0, {rows}) (rows of the parameter)",
             found.tolist(),
@@ -249,7 +249,7 @@ def _check_indices(argument: str, indices: tf.Tensor, parameter: tf.Variable) ->
 
 
 def _dtype_error(argument: str, update: Any, parameter: tf.Variable) -> ValueError:
-    return utils.bad_value(
+    return errors.bad_value(
         argument,
         f"must have the dtype of its parameter ({parameter.dtype.name}, "
         f"variable {parameter.name!r})",
@@ -271,23 +271,23 @@ def check_updates_parameters(
     _check_sequence("updates", updates)
     _check_sequence("parameters", parameters)
     if len(updates) != len(parameters):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "updates",
             f"must have one entry per parameter ({len(parameters)} parameters)",
             f"{len(updates)} updates",
         )
     if not parameters:
-        raise utils.bad_value("parameters", "must not be empty", parameters)
+        raise errors.bad_value("parameters", "must not be empty", parameters)
     if all(u is None for u in updates):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "updates", "must contain at least one update that is not None", updates
         )
     replicas = _replicas_in_replica_context()
     for i, p in enumerate(parameters):
         if not isinstance(p, tf.Variable):
-            raise utils.bad_type(f"parameters[{i}]", "must be a tf.Variable", p)
+            raise errors.bad_type(f"parameters[{i}]", "must be a tf.Variable", p)
         if not p.dtype.is_floating:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 f"parameters[{i}]", "must have a floating point dtype", p
             )
         if replicas > 1 and not isinstance(p, tf.distribute.DistributedValues):
@@ -305,7 +305,7 @@ def _replicas_in_replica_context() -> int:
 
 def _not_replicated(argument: str, variable: tf.Variable) -> ValueError:
     # Every replica would update the same single variable.
-    return utils.bad_value(
+    return errors.bad_value(
         argument,
         "must have one copy per replica inside `strategy.run`: create it (and "
         "the optimizer) inside `strategy.scope()`",
@@ -330,7 +330,7 @@ def check_same_parameters(
     same variables in the same order.
     """
     if len(parameters) != len(slots):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "parameters",
             "must be the same variables, in the same order, as in the first "
             f"call to `apply` ({len(slots)} variables)",
@@ -339,7 +339,7 @@ def check_same_parameters(
     replicas = _replicas_in_replica_context()
     for i, (p, s) in enumerate(zip(parameters, slots)):
         if replicas > 1 and not isinstance(s, tf.distribute.DistributedValues):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "parameters",
                 "must have replica-local optimizer state inside `strategy.run`, "
                 "but this optimizer's slots were made by a first `apply` outside "
@@ -347,7 +347,7 @@ def check_same_parameters(
                 f"{len(parameters)} variables",
             )
         if p.dtype != s.dtype or not p.shape.is_compatible_with(s.shape):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 f"parameters[{i}]",
                 "must be the same variables, in the same order, as in the first "
                 f"call to `apply` (position {i} had shape {s.shape.as_list()} "

@@ -25,7 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks
+from sonnet._src import checks, errors
 
 Schedule = Callable[[Any], Any]
 
@@ -35,12 +35,12 @@ def _as_step(step: Any) -> tf.Tensor:
     try:
         step = tf.convert_to_tensor(step)
     except (TypeError, ValueError) as e:
-        raise checks.bad_type("step", "must be a number or a tensor", step) from e
+        raise errors.bad_type("step", "must be a number or a tensor", step) from e
     if step.dtype.is_integer:
         return tf.cast(step, tf.int64)
     if step.dtype.is_floating:
         return tf.cast(step, tf.float32)
-    raise checks.bad_type("step", "must have an integer or floating dtype", step)
+    raise errors.bad_type("step", "must have an integer or floating dtype", step)
 
 
 def _progress(step: tf.Tensor, steps: int) -> tf.Tensor:
@@ -62,12 +62,12 @@ def _segments(
     """`(items, boundaries)` as tuples: one item per segment between the
     boundaries (non-negative step numbers in increasing order)."""
     if not isinstance(items, (list, tuple)):
-        raise checks.bad_type(argument, "must be a list or tuple", items)
+        raise errors.bad_type(argument, "must be a list or tuple", items)
     checked = checks.integers("boundaries", boundaries, minimum=0)
     if any(a >= b for a, b in zip(checked, checked[1:])):
-        raise checks.bad_value("boundaries", "must be strictly increasing", boundaries)
+        raise errors.bad_value("boundaries", "must be strictly increasing", boundaries)
     if len(items) != len(checked) + 1:
-        raise checks.bad_value(
+        raise errors.bad_value(
             argument,
             f"must have one entry more than `boundaries` ({len(checked)} boundaries)",
             items,
@@ -183,7 +183,7 @@ class ExponentialDecay(_Schedule):
         self.decay_steps = checks.size("decay_steps", decay_steps)
         self.decay_rate = _value("decay_rate", decay_rate)
         if self.decay_rate <= 0:
-            raise checks.bad_value("decay_rate", "must be > 0", decay_rate)
+            raise errors.bad_value("decay_rate", "must be > 0", decay_rate)
         self.staircase = checks.flag("staircase", staircase)
 
     def __call__(self, step: Any) -> tf.Tensor:

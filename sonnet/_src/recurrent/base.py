@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, precision, utils
+from sonnet._src import base, checks, errors, initializers, precision
 
 
 class LSTMState(NamedTuple):
@@ -132,7 +132,7 @@ def check_variable_dtype(dtype: tf.DType) -> None:
     if not dtype.is_floating:
         # The original's initializers or ops failed (`ValueError` or
         # `InvalidArgumentError`).
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "dtype",
             "must be a floating point dtype to create the core's weights",
             dtype,
@@ -152,23 +152,23 @@ def check_forget_bias(value: Any, units: int) -> Any:
         try:
             per_unit = np.asarray(value)
         except (TypeError, ValueError) as e:  # Ragged nested lists.
-            raise utils.bad_type("forget_bias", "must be a real number", value) from e
+            raise errors.bad_type("forget_bias", "must be a real number", value) from e
         if per_unit.ndim == 0:
             return checks.real("forget_bias", per_unit)
         numeric = per_unit.dtype.kind in "iuf"
     elif value is None or isinstance(value, (str, bytes)):
         # The original's addition failed: a ValueError converting None, an
         # InvalidArgumentError adding a string.
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             "forget_bias", "must be a real number", value
         )
     else:
         return checks.real("forget_bias", value)
     if not numeric:
-        raise utils.bad_type("forget_bias", "must be a real number", value)
+        raise errors.bad_type("forget_bias", "must be a real number", value)
     shape = tf.TensorShape(per_unit.shape)
     if not (shape.is_compatible_with([1]) or shape.is_compatible_with([units])):
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "forget_bias",
             f"must be a number or have shape [1] or [{units}] (one value per unit)",
             value,
@@ -186,11 +186,11 @@ def as_tensor(argument: str, value: Any) -> tf.Tensor:
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return value  # type: ignore[return-value]
     if value is None or isinstance(value, (str, bytes)):
-        raise checks.lacks_attribute(argument, "must be a tensor", value)
+        raise errors.lacks_attribute(argument, "must be a tensor", value)
     try:
         return tf.convert_to_tensor(value)
     except (TypeError, ValueError) as e:
-        raise checks.lacks_attribute(argument, "must be a tensor", value) from e
+        raise errors.lacks_attribute(argument, "must be a tensor", value) from e
 
 
 def check_inputs(
@@ -213,12 +213,12 @@ def check_inputs(
     if cast:
         inputs = precision.cast(inputs, dtype)
     if inputs.dtype != dtype:
-        raise checks.invalid_argument_type(
+        raise errors.invalid_argument_type(
             argument, f"must have dtype {dtype.name}, the core's `dtype`", inputs
         )
     rank_now = inputs.shape.rank
     if rank_now is not None and (rank_now != rank if exact_rank else rank_now < rank):
-        raise utils.bad_value(
+        raise errors.bad_value(
             argument,
             f"must have rank {rank}{'' if exact_rank else ' or more'}",
             tuple(inputs.shape.as_list()),
@@ -238,7 +238,7 @@ def check_input_size(
     size = shape[-1] if shape.rank else None
     if expected is None:
         if size is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 argument,
                 "must have a known last dimension on the first call, which "
                 "creates the weights",
@@ -246,7 +246,7 @@ def check_input_size(
             )
         return size
     if size is not None and size != expected:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             argument,
             f"must have last dimension {expected}, the input size the weights "
             "were created for",
@@ -297,7 +297,7 @@ def check_state(
         if isinstance(state, Mapping) != isinstance(spec, Mapping):
             raise TypeError("mapping")
     except (ValueError, TypeError) as e:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             argument,
             f"must have the structure of the core's state {_structure_text(spec)}",
             state,
@@ -308,13 +308,13 @@ def check_state(
         try:
             leaf = as_tensor(argument, leaf)
         except TypeError as e:
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 argument, "must contain tensors", leaf
             ) from e
         if cast:
             leaf = precision.cast(leaf, leaf_spec.dtype)
         if leaf.dtype != leaf_spec.dtype:
-            raise checks.invalid_argument_type(
+            raise errors.invalid_argument_type(
                 argument,
                 f"must have dtype {leaf_spec.dtype.name}, the core's `dtype`",
                 leaf,
@@ -323,7 +323,7 @@ def check_state(
         if batch is not None and expected_shape.rank is not None:
             expected_shape = tf.TensorShape([batch]).concatenate(expected_shape[1:])
         if not leaf.shape.is_compatible_with(expected_shape):
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 argument,
                 f"must have the shapes of the core's state {_structure_text(spec)} "
                 "with B the batch size of the inputs",
@@ -364,7 +364,7 @@ def prepare_call(
         spec = spec_in(spec, dtype)
     inputs = check_inputs(inputs, dtype, rank, input_name, cast=cast)
     if sequence and inputs.shape[0] == 0:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             input_name, "must have at least one time step", inputs
         )
     # The batch dimension: the leading one of a step, the second of a sequence.

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import tensorflow as tf
 
-from sonnet._src import checks, conv, conv_base, initializers, once, utils
+from sonnet._src import checks, conv, conv_base, errors, initializers, once, utils
 from sonnet._src.recurrent import base as rnn_base
 
 Initializer = Callable[[Any, Any], Any]
@@ -20,11 +20,11 @@ def _check_input_shape(input_shape: Any, num_spatial_dims: int) -> tuple[int, ..
     try:
         dims = list(input_shape)
     except TypeError as e:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "input_shape", "must be a sequence of integers", input_shape
         ) from e
     if len(dims) != num_spatial_dims + 1:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "input_shape",
             f"must have {num_spatial_dims + 1} entries (the input shape without "
             "the batch dimension)",
@@ -34,7 +34,7 @@ def _check_input_shape(input_shape: Any, num_spatial_dims: int) -> tuple[int, ..
     # a float tensor); they must be known here, to size the state.
     sizes = tuple(checks.tensor_size("input_shape", d) for d in dims)
     if not all(isinstance(d, int) for d in sizes):
-        raise utils.bad_value(
+        raise errors.bad_value(
             "input_shape", "must have sizes known before running", input_shape
         )
     return sizes  # type: ignore[return-value]
@@ -105,11 +105,11 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         # The original read `data_format.startswith` (AttributeError for a
         # non-string) and its convolutions refused None (TypeError).
         if data_format is None:
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "data_format", "must be a string such as 'NHWC'", data_format
             )
         if not isinstance(data_format, str):
-            raise checks.lacks_attribute(
+            raise errors.lacks_attribute(
                 "data_format", "must be a string such as 'NHWC'", data_format
             )
         channels_first = conv_base.check_data_format(data_format, n)
@@ -188,7 +188,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
         shape = inputs.shape
         spatial = shape[2:] if self._channel_index == 1 else shape[1:-1]
         if not spatial.is_compatible_with(self._spatial_shape):
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "inputs",
                 f"must have the spatial shape {tuple(self._spatial_shape.as_list())} "
                 "of `input_shape`",
@@ -200,7 +200,7 @@ class _ConvNDLSTM(rnn_base.RNNCore):
             and channels is not None
             and channels != self._input_channels
         ):
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "inputs",
                 f"must have {self._input_channels} channels, as on the first call "
                 "(which created the weights)",

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, utils
+from sonnet._src import base, checks, errors, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import sequence
 
@@ -20,7 +20,7 @@ def _layer_list(layers: Any, expected: str) -> Any:
     try:
         return list(layers)
     except TypeError as e:
-        raise utils.bad_type("layers", expected, layers) from e
+        raise errors.bad_type("layers", expected, layers) from e
 
 
 def _check_layers(layers: Any) -> Any:
@@ -30,11 +30,11 @@ def _check_layers(layers: Any) -> Any:
         return []
     expected = "must be a sequence of RNN cores and callables"
     if isinstance(layers, (str, bytes)):
-        raise utils.bad_type("layers", expected, layers)
+        raise errors.bad_type("layers", expected, layers)
     layers = _layer_list(layers, expected)
     for layer in layers:
         if not callable(layer):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "layers", "must contain only RNN cores and callables", layer
             )
     return layers
@@ -46,7 +46,7 @@ def _leafwise(fn: Callable[..., tf.Tensor], *structures: Any) -> Any:
         try:
             tf.nest.assert_same_structure(structures[0], other, check_types=False)
         except (ValueError, TypeError) as e:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "inputs",
                 "must have the nested structure of the layer outputs it is "
                 f"combined with ({e})",
@@ -59,7 +59,7 @@ def _concat(*values: Any) -> tf.Tensor:
     try:
         return tf.concat(values, axis=-1)
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "inputs",
             "could not be concatenated (last axis) with the layer outputs for "
             f"a skip connection ({e})",
@@ -73,7 +73,7 @@ def _add(inputs: Any, outputs: Any) -> tf.Tensor:
     try:
         tf.broadcast_static_shape(inputs.shape, outputs.shape)
     except ValueError as e:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "inputs",
             f"must broadcast against the wrapped core's outputs {outputs.shape} "
             "for a residual connection",
@@ -134,7 +134,7 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
         if self._num_cores:
             # The original indexed `prev_state`: extra entries are ignored.
             if not hasattr(type(prev_state), "__getitem__"):
-                raise utils.bad_type(
+                raise errors.bad_type(
                     "prev_state",
                     f"must be a tuple of {self._num_cores} states, one per RNN "
                     "core in `layers`",
@@ -145,7 +145,7 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             except TypeError:  # E.g. a symbolic tensor of unknown length.
                 entries = self._num_cores
             if entries < self._num_cores:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "prev_state",
                     f"must be a tuple of {self._num_cores} states, one per RNN "
                     "core in `layers`",
@@ -175,7 +175,7 @@ class _LegacyDeepRNN(rnn_base.RNNCore):
             outputs.append(current)
         if self._skip_connections and self._concat_final_output_if_skip:
             if not outputs:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "layers",
                     "must not be empty to concatenate the layers' outputs "
                     "(`concat_final_output`)",
@@ -268,7 +268,7 @@ def _check_all_cores(layers: Any, factory: str) -> Any:
     for layer in layers:
         if not isinstance(layer, rnn_base.RNNCore):
             # A ValueError, as the original's.
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "layers", f"must contain only `snt.RNNCore`s for `{factory}`", layer
             )
     return layers

@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, utils
+from sonnet._src import checks, errors
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm as lstm_lib
 
@@ -45,7 +45,7 @@ class _RecurrentDropoutWrapper(rnn_base.RNNCore):
             with masks matching the core state.
         """
         if not isinstance(prev_state, (tuple, list)) or len(prev_state) != 2:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "prev_state",
                 "must be a pair `(core_state, dropout_masks)` as returned by "
                 "`initial_state`",
@@ -55,7 +55,7 @@ class _RecurrentDropoutWrapper(rnn_base.RNNCore):
         try:
             tf.nest.assert_same_structure(core_state, masks, check_types=False)
         except (ValueError, TypeError) as e:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "prev_state",
                 f"must hold dropout masks with the structure of the core state ({e})",
                 prev_state,
@@ -93,7 +93,7 @@ def _check_dropout(dropout: Any) -> Any:
     else:
         value = tf.get_static_value(rate)
     if value is not None and not 0 <= value < 1:
-        raise utils.bad_value("dropout", "must be in [0, 1)", dropout)
+        raise errors.bad_value("dropout", "must be in [0, 1)", dropout)
     return rate
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, initializers, once, precision, utils
+from sonnet._src import checks, errors, initializers, once, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import lstm_sequence, sequence
 
@@ -120,7 +120,7 @@ class LSTM(rnn_base.RNNCore):
         self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
         projection_size = checks.optional_size("projection_size", projection_size)
         if projection_init is not None and projection_size is None:
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "projection_init",
                 "must be None when `projection_size` is None (there is no projection)",
                 projection_init,

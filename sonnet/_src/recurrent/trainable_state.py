@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, eager_init, utils
+from sonnet._src import base, checks, eager_init, errors, utils
 
 
 def _paths(structure: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -36,11 +36,11 @@ def _as_initial_value(leaf: Any) -> Any:
     if isinstance(leaf, (tf.Tensor, tf.Variable)):
         return leaf
     if leaf is None:
-        raise utils.bad_value("initial_values", "must contain tensors, not None", leaf)
+        raise errors.bad_value("initial_values", "must contain tensors, not None", leaf)
     try:
         return tf.convert_to_tensor(leaf)
     except (TypeError, ValueError) as e:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "initial_values", "must contain values convertible to tensors", leaf
         ) from e
 
@@ -109,7 +109,7 @@ class TrainableState(base.Module):
             try:
                 tf.nest.assert_same_structure(initial_values, mask, check_types=False)
             except (ValueError, TypeError) as e:
-                raise utils.bad_value(
+                raise errors.bad_value(
                     "mask", "must have the structure of `initial_values`", mask
                 ) from e
             # None is `tf.Variable`'s default: trainable.
@@ -152,7 +152,7 @@ class TrainableState(base.Module):
         """
         initial_state = getattr(core, "initial_state", None)
         if not callable(initial_state):
-            raise utils.bad_type(
+            raise errors.bad_type(
                 "core", "must have an `initial_state(batch_size)` method", core
             )
         values = tf.nest.map_structure(

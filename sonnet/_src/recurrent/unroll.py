@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, precision, utils
+from sonnet._src import errors, precision, utils
 from sonnet._src.recurrent import base as rnn_base
 from sonnet._src.recurrent import sequence
 
@@ -19,7 +19,7 @@ Core = Callable[[Any, Any], tuple[Any, Any]]
 @utils.no_autograph
 def _check_core(core: Any) -> None:
     if not callable(core):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "core", "must be callable as `core(inputs, prev_state)`", core
         )
 
@@ -31,14 +31,14 @@ def _check_input_sequence(
     """Converts the leaves and finds the (static) number of time steps."""
     leaves = tf.nest.flatten(input_sequence)
     if not leaves:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "input_sequence", "must contain at least one tensor", input_sequence
         )
     for leaf in leaves:
         # The original read `leaf.shape`: Python numbers, strings and None
         # failed there.
         if not hasattr(leaf, "shape"):
-            raise checks.lacks_attribute(
+            raise errors.lacks_attribute(
                 "input_sequence", "must contain tensors `[T, ...]`", leaf
             )
     tensors = [rnn_base.as_tensor("input_sequence", leaf) for leaf in leaves]
@@ -46,7 +46,7 @@ def _check_input_sequence(
     for tensor in tensors:
         if tensor.shape.rank == 0:
             # The original read the time dimension off the shape (IndexError).
-            raise checks.invalid_argument_index(
+            raise errors.invalid_argument_index(
                 "input_sequence",
                 "must be time-major tensors `[T, ...]` (rank >= 1)",
                 tensor,
@@ -54,18 +54,18 @@ def _check_input_sequence(
         if tensor.shape.rank is not None and tensor.shape[0] is not None:
             lengths.add(tensor.shape[0])
     if len(lengths) > 1:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "input_sequence",
             "tensors must all have the same number of time steps (leading dimension)",
             [tuple(t.shape.as_list()) if t.shape.rank else None for t in tensors],
         )
     steps = lengths.pop() if lengths else None
     if steps == 0:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "input_sequence", "must have at least one time step", tensors[0]
         )
     if steps is None and static:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "input_sequence",
             "must have a statically known number of time steps (use "
             "`snt.dynamic_unroll` for sequences of unknown length)",
@@ -85,7 +85,7 @@ def _check_sequence_length(
     lengths = rnn_base.as_tensor("sequence_length", sequence_length)
     dtype = lengths.dtype
     if not (dtype.is_integer or dtype.is_floating):
-        raise utils.bad_type(
+        raise errors.bad_type(
             "sequence_length",
             "must be an integer (or float) tensor of shape [B]",
             lengths,
@@ -93,7 +93,7 @@ def _check_sequence_length(
     if dtype.is_integer and dtype not in (tf.int32, tf.int64):
         lengths = tf.cast(lengths, tf.int64)
     if lengths.shape.rank not in (0, 1, None):
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "sequence_length", "must have shape [B] (rank 1)", lengths
         )
     batched = [t for t in tensors if t.shape.rank is not None and t.shape.rank >= 2]
@@ -101,7 +101,7 @@ def _check_sequence_length(
         if lengths.shape.rank == 1 and not lengths.shape.is_compatible_with(
             tensor.shape[1:2]
         ):
-            raise checks.invalid_argument(
+            raise errors.invalid_argument(
                 "sequence_length",
                 f"must have one length per batch entry ({tensor.shape[1]}, the "
                 "second dimension of `input_sequence`)",
@@ -128,11 +128,11 @@ def _loop_options(parallel_iterations: Any, swap_memory: Any) -> tuple[Any, Any]
     try:
         positive = bool(parallel_iterations >= 1)
     except (TypeError, ValueError) as e:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "parallel_iterations", "must be a positive integer", parallel_iterations
         ) from e
     if not positive:
-        raise utils.bad_type(
+        raise errors.bad_type(
             "parallel_iterations", "must be a positive integer", parallel_iterations
         )
     return parallel_iterations, swap_memory
@@ -143,7 +143,7 @@ def _check_same_structure(initial_state: Any, state: Any) -> None:
     try:
         tf.nest.assert_same_structure(initial_state, state, check_types=False)
     except (ValueError, TypeError) as e:
-        raise utils.bad_value(
+        raise errors.bad_value(
             "initial_state",
             "must have the structure of the state `core` returns "
             f"({_describe_structure(state)})",
@@ -300,7 +300,7 @@ def static_unroll(
         if columns is None:
             columns = [[] for _ in flat]
         elif len(flat) != len(columns):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "core",
                 "must return outputs of the same structure at every step",
                 outputs,
@@ -417,7 +417,7 @@ def dynamic_unroll(
         outputs, next_state = step(t, rebuild(values))
         flat = tf.nest.flatten(outputs)
         if len(flat) != len(output_arrays):
-            raise utils.bad_value(
+            raise errors.bad_value(
                 "core",
                 "must return outputs of the same structure at every step",
                 outputs,

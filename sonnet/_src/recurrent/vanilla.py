@@ -7,7 +7,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, initializers, linear, once, precision, utils
+from sonnet._src import (
+    checks,
+    errors,
+    initializers,
+    linear,
+    once,
+    precision,
+    utils,
+)
 from sonnet._src.recurrent import base as rnn_base
 
 Initializer = Callable[[Any, Any], Any]
@@ -25,7 +33,7 @@ def _check_broadcast_state(inputs: tf.Tensor, state: tf.Tensor, hidden: int) -> 
                 raise ValueError("hidden size")
         tf.broadcast_static_shape(outputs, state.shape)
     except ValueError as e:
-        raise checks.invalid_argument(
+        raise errors.invalid_argument(
             "prev_state",
             f"must have shape [..., {hidden}] broadcasting against the outputs "
             f"{outputs}",
@@ -86,11 +94,11 @@ class VanillaRNN(rnn_base.RNNCore):
         self._hidden_size = checks.size("hidden_size", hidden_size, allow_zero=True)
         if self._hidden_size == 0:
             # The original's default initializers divided by it.
-            raise checks.invalid_argument_zero(
+            raise errors.invalid_argument_zero(
                 "hidden_size", "must be a positive integer", hidden_size
             )
         if not callable(activation):
-            raise utils.bad_type("activation", "must be callable", activation)
+            raise errors.bad_type("activation", "must be callable", activation)
         checks.initializer("w_i_init", w_i_init)
         checks.initializer("w_h_init", w_h_init)
         b_init = rnn_base.initializer_or_default("b_init", b_init)
@@ -141,50 +149,33 @@ class VanillaRNN(rnn_base.RNNCore):
             errors for a wrong dtype, last dimension or state are also
             `tf.errors.InvalidArgumentError`s, as the original's op errors.
         """
+        # Under a `snt.precision` policy: inputs, state and `b` in its compute
+        # dtype (the `snt.Linear`s cast their own `w`); nothing without one.
         policy = self._precision
+        dtype, cast = self._dtype, policy is not None
         if policy is not None:
-            return self._mixed_call(inputs, prev_state, policy)
-        inputs = rnn_base.check_inputs(inputs, self._dtype, 2, exact_rank=False)
-        if inputs.shape.rank == 2:
-            prev_state = rnn_base.check_state(
-                prev_state, self._state_spec, rnn_base.batch_dim(inputs)
-            )
+            dtype = policy.compute_dtype
+        inputs = rnn_base.check_inputs(inputs, dtype, 2, exact_rank=False, cast=cast)
+        matrix = inputs.shape.rank == 2
+        spec = self._state_spec if matrix else self._broadcast_state_spec
+        if cast:
+            spec = rnn_base.spec_in(spec, dtype)
+        if matrix:
+            batch = rnn_base.batch_dim(inputs)
+            prev_state = rnn_base.check_state(prev_state, spec, batch, cast=cast)
         else:
-            prev_state = rnn_base.check_state(
-                prev_state, self._broadcast_state_spec, None
-            )
+            prev_state = rnn_base.check_state(prev_state, spec, None, cast=cast)
             _check_broadcast_state(inputs, prev_state, self._hidden_size)
         rnn_base.check_input_size(inputs, self._input_size)
         self._initialize(inputs)
-        outputs = self._activation(
-            self._input_to_hidden(inputs) + self._hidden_to_hidden(prev_state) + self._b
-        )
-        return outputs, outputs
-
-    @base.no_name_scope
-    def _mixed_call(
-        self, inputs: Any, prev_state: Any, policy: precision.Policy
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """A step under a `snt.precision` policy: inputs, state and `b` cast
-        to the compute dtype (the `snt.Linear`s cast their own `w`)."""
-        dtype = policy.compute_dtype
-        inputs = rnn_base.check_inputs(inputs, dtype, 2, exact_rank=False, cast=True)
-        if inputs.shape.rank == 2:
-            spec = rnn_base.spec_in(self._state_spec, dtype)
-            prev_state = rnn_base.check_state(
-                prev_state, spec, rnn_base.batch_dim(inputs), cast=True
-            )
-        else:
-            spec = rnn_base.spec_in(self._broadcast_state_spec, dtype)
-            prev_state = rnn_base.check_state(prev_state, spec, None, cast=True)
-            _check_broadcast_state(inputs, prev_state, self._hidden_size)
-        rnn_base.check_input_size(inputs, self._input_size)
-        self._initialize(inputs)
-        # The submodules' outputs are in the policy's output dtype, if any.
-        x_w = precision.cast(self._input_to_hidden(inputs), dtype)
-        h_w = precision.cast(self._hidden_to_hidden(prev_state), dtype)
-        state = self._activation(x_w + h_w + precision.cast(self._b, dtype))
-        return precision.cast_outputs(policy, state), state
+        x_w = self._input_to_hidden(inputs)
+        h_w = self._hidden_to_hidden(prev_state)
+        b = self._b
+        if policy is not None:
+            # The submodules' outputs are in the policy's output dtype, if any.
+            x_w, h_w, b = (precision.cast(t, dtype) for t in (x_w, h_w, b))
+        state = self._activation(x_w + h_w + b)
+        return rnn_base.cast_outputs(policy, state), state
 
     @utils.no_autograph
     def initial_state(self, batch_size: Any) -> tf.Tensor:

@@ -1,0 +1,372 @@
+"""Deep models (issue 24): a 48-block Transformer stacked or unrolled, and remat.
+
+Every row is our library in two configurations, so every implementation
+column is "ours"; the targets compare rows (like `decode_tokens` against
+`decode_tokens_no_cache`). The model is `transformer_step`'s causal pre-norm
+Transformer (width 256, 4 heads, GELU MLP 1024, layer norms) with 48 blocks
+(37.8 M parameters), trained by the same step: mean squared error against a
+random target, `snt.optimizers.AdamW` (learning rate 1e-3, weight decay
+0.01), in one `tf.function`.
+
+- `transformer48_first_result`: construct the model and the optimizer, call
+  a fresh `tf.function` of the train step on `[8, 128, 256]` (trace, create
+  the variables and the optimizer's slots, execute) and fetch the loss:
+  `snt.nets.Transformer(..., stacked=True)` (the blocks' parameters stacked
+  in an `snt.LayerStack`, run in a `tf.while_loop` traced once) against
+  `_unrolled`: 48 `snt.nets.TransformerBlock`s, each traced.
+- `transformer48_step`: executing that compiled step, stacked against
+  `_unrolled`, and both again with `jit_compile=True` (`_xla`).
+- `remat_memory` (process workload): peak RSS increase of a fresh process
+  that builds the stacked model with `remat=True` (`snt.remat` around each
+  block: one checkpoint per layer) and runs `REMAT_STEPS` train steps on
+  `[4, 512, 256]`, against the same without remat (`_plain`); at this
+  length the activations kept for the backward pass (attention
+  probabilities `[4, 4, 512, 512]` and MLP activations `[2048, 1024]` per
+  block) are most of the memory. `remat_step` / `remat_step_plain`: the
+  same processes' mean step time after the first (tracing) step. The
+  processes alternate (remat, plain, remat, ...). `remat_memory_unrolled`
+  (only with `--only`) measures the unrolled model the same way: there the
+  recomputation and the forward pass are in one graph, which is what
+  TensorFlow's graph optimiser could merge back.
+
+These rows use `stacked=`/`remat=` and `snt.nets.Transformer`, which the
+original Sonnet 2.0.2 does not have: they do not run with `--vs`.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from bench.harness import (
+    Clock,
+    Sampler,
+    Samples,
+    WorkerError,
+    fetch,
+    run_oneshot,
+    self_timed,
+    timed,
+)
+from bench.workloads import OURS, Row, Target, Workload
+from bench.workloads.transformer import LEARNING_RATE, WEIGHT_DECAY, Config
+
+DEEP = Config(layers=48, width=256, heads=4, time=128, batch=8)
+DEEP_QUICK = Config(layers=3, width=32, heads=4, time=16, batch=2)
+# Long sequences for the remat rows: activations dominate the memory.
+REMAT = Config(layers=48, width=256, heads=4, time=512, batch=4)
+REMAT_QUICK = Config(layers=3, width=32, heads=4, time=64, batch=2)
+# Timed steps per remat process, after the first (tracing) one.
+REMAT_STEPS = 3
+
+
+def _model(config: Config, stacked: bool, remat: bool = False) -> Any:
+    import sonnet as snt
+
+    return snt.nets.Transformer(
+        num_layers=config.layers,
+        num_heads=config.heads,
+        model_size=config.width,
+        causal=True,
+        stacked=stacked,
+        remat=remat,
+    )
+
+
+def _train_step(model: Any) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """The plain Python train step (variables and slots made by its first call)."""
+    import sonnet as snt
+
+    optimizer = snt.optimizers.AdamW(LEARNING_RATE, weight_decay=WEIGHT_DECAY)
+
+    def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        params = model.trainable_variables
+        optimizer.apply(tape.gradient(loss, params), params)
+        return loss
+
+    return step
+
+
+def _data(config: Config) -> tuple[tf.Tensor, tf.Tensor]:
+    shape = [config.batch, config.time, config.width]
+    return tf.random.normal(shape, seed=0), tf.random.normal(shape, seed=1)
+
+
+def build_first_result(impl: str, quick: bool) -> dict[str, Sampler]:
+    config = DEEP_QUICK if quick else DEEP
+    x, y = _data(config)
+
+    def first_result(stacked: bool) -> Sampler:
+        def sample() -> tuple[float, float]:
+            gc.collect()
+            with Clock() as clock:
+                fetch(tf.function(_train_step(_model(config, stacked)))(x, y))
+            return clock.both
+
+        return self_timed(sample)
+
+    return {
+        "transformer48_first_result": first_result(True),
+        "transformer48_first_result_unrolled": first_result(False),
+    }
+
+
+def build_step(impl: str, quick: bool) -> dict[str, Sampler]:
+    """The models are built (and the steps traced) by the first samples."""
+    config = DEEP_QUICK if quick else DEEP
+    x, y = _data(config)
+    steps: dict[bool, Callable[[], Any]] = {}
+
+    def step_of(stacked: bool) -> Callable[[], Any]:
+        # One model and optimizer per layout, shared by its two functions.
+        if stacked not in steps:
+            steps[stacked] = _train_step(_model(config, stacked))
+        return steps[stacked]
+
+    def compiled(stacked: bool, xla: bool) -> Sampler:
+        function: list[Callable[..., Any]] = []
+
+        def run() -> Any:
+            if not function:
+                function.append(tf.function(step_of(stacked), jit_compile=xla))
+            return function[0](x, y)
+
+        return timed(run)
+
+    return {
+        "transformer48_step": compiled(True, False),
+        "transformer48_step_unrolled": compiled(False, False),
+        "transformer48_step_xla": compiled(True, True),
+        "transformer48_step_xla_unrolled": compiled(False, True),
+    }
+
+
+# Remat: fresh processes (`bench/_worker.py --memory`).
+
+
+def _remat_sampler(config: Config, stacked: bool, remat: bool) -> Sampler:
+    """Builds the model and runs the first step at its first sample; times
+    the steps after it (the memory worker takes one sample)."""
+    x, y = _data(config)
+    step: list[Callable[..., Any]] = []
+
+    def sample(number: int) -> tuple[float, float]:
+        if not step:
+            step.append(tf.function(_train_step(_model(config, stacked, remat))))
+            fetch(step[0](x, y))
+        return timed(lambda: step[0](x, y))(number)
+
+    return sample
+
+
+def build_remat(impl: str, quick: bool) -> dict[str, Sampler]:
+    config = REMAT_QUICK if quick else REMAT
+    return {
+        "remat_memory": _remat_sampler(config, True, True),
+        "remat_memory_plain": _remat_sampler(config, True, False),
+    }
+
+
+def build_remat_unrolled(impl: str, quick: bool) -> dict[str, Sampler]:
+    config = REMAT_QUICK if quick else REMAT
+    return {
+        "remat_memory_unrolled": _remat_sampler(config, False, True),
+        "remat_memory_unrolled_plain": _remat_sampler(config, False, False),
+    }
+
+
+def _remat_runner(
+    workload: str, memory_rows: tuple[str, str], step_rows: tuple[str, str]
+):
+    def run(
+        impls: tuple[str, ...],
+        other_python: str | None,
+        quick: bool,
+        device: str,
+        repeats: int,
+    ) -> dict[tuple[str, str], Samples]:
+        from bench.workloads.process import our_root
+
+        results = {(row, OURS): Samples() for row in (*memory_rows, *step_rows)}
+        steps = 1 if quick else REMAT_STEPS
+        failed: set[str] = set()
+        for _ in range(repeats):
+            for memory_row, step_row in zip(memory_rows, step_rows, strict=True):
+                if memory_row in failed:
+                    continue
+                args = ["--memory", workload, memory_row, "sonnet", str(steps)]
+                if quick:
+                    args.append("--quick")
+                try:
+                    answer = run_oneshot(
+                        sys.executable, args, device, 1800, pythonpath=our_root()
+                    )
+                except WorkerError as e:
+                    failed.add(memory_row)
+                    results[memory_row, OURS].error = str(e)
+                    results[step_row, OURS].error = str(e)
+                    continue
+                memory = results[memory_row, OURS]
+                memory.wall.append(answer["rss_mib"])
+                memory.cpu.append(answer["rss_mib"])
+                results[step_row, OURS].wall.append(answer["wall"])
+                results[step_row, OURS].cpu.append(answer["cpu"])
+        return results
+
+    return run
+
+
+_DEEP = "48-block causal Transformer (width 256, 4 heads)"
+
+WORKLOADS = {
+    "transformer48_first_result": Workload(
+        name="transformer48_first_result",
+        rows=(
+            Row(
+                "transformer48_first_result",
+                "s",
+                f"{_DEEP}, stacked=True: construct + first call of a tf.function "
+                "AdamW train step on [8, 128, 256] (trace, create the variables, "
+                "execute) + fetch",
+            ),
+            Row(
+                "transformer48_first_result_unrolled",
+                "s",
+                "the same with the blocks unrolled (stacked=False)",
+            ),
+        ),
+        impls=(OURS,),
+        repeats=3,
+        number=1,
+        quick_repeats=1,
+        quick_number=1,
+        build=build_first_result,
+        targets=(
+            Target(
+                "transformer48_first_result",
+                OURS,
+                0.2,
+                other_row="transformer48_first_result_unrolled",
+            ),
+        ),
+        original=False,
+    ),
+    "transformer48_step": Workload(
+        name="transformer48_step",
+        rows=(
+            Row(
+                "transformer48_step",
+                "s",
+                f"{_DEEP}, stacked=True: compiled AdamW train step on [8, 128, 256]",
+            ),
+            Row("transformer48_step_unrolled", "s", "the same, blocks unrolled"),
+            Row(
+                "transformer48_step_xla",
+                "s",
+                "stacked, the step compiled with XLA (jit_compile=True)",
+            ),
+            Row(
+                "transformer48_step_xla_unrolled",
+                "s",
+                "unrolled, the step compiled with XLA (jit_compile=True)",
+            ),
+        ),
+        impls=(OURS,),
+        repeats=5,
+        number=1,
+        quick_repeats=2,
+        quick_number=1,
+        build=build_step,
+        targets=(
+            Target(
+                "transformer48_step", OURS, 1.1, other_row="transformer48_step_unrolled"
+            ),
+            Target(
+                "transformer48_step_xla",
+                OURS,
+                1.1,
+                other_row="transformer48_step_xla_unrolled",
+            ),
+        ),
+        original=False,
+    ),
+    "remat_memory": Workload(
+        name="remat_memory",
+        rows=(
+            Row(
+                "remat_memory",
+                "MiB",
+                f"peak RSS increase of a fresh process: build the {_DEEP} "
+                f"(stacked) with remat=True + {1 + REMAT_STEPS} AdamW train steps "
+                "on [4, 512, 256]",
+            ),
+            Row("remat_memory_plain", "MiB", "the same without remat"),
+            Row(
+                "remat_step",
+                "s",
+                "the remat_memory processes' train step (mean of the steps after "
+                "the first)",
+            ),
+            Row("remat_step_plain", "s", "the same without remat"),
+        ),
+        impls=(OURS,),
+        repeats=2,
+        number=1,
+        quick_repeats=1,
+        quick_number=1,
+        build=build_remat,
+        run=_remat_runner(
+            "remat_memory",
+            ("remat_memory", "remat_memory_plain"),
+            ("remat_step", "remat_step_plain"),
+        ),
+        targets=(
+            Target("remat_memory", OURS, 0.6, other_row="remat_memory_plain"),
+            Target("remat_step", OURS, 1.4, other_row="remat_step_plain"),
+        ),
+        original=False,
+    ),
+    "remat_memory_unrolled": Workload(
+        name="remat_memory_unrolled",
+        rows=(
+            Row(
+                "remat_memory_unrolled",
+                "MiB",
+                "as remat_memory with the blocks unrolled (stacked=False)",
+            ),
+            Row("remat_memory_unrolled_plain", "MiB", "the same without remat"),
+            Row("remat_step_unrolled", "s", "their train step, with remat"),
+            Row("remat_step_unrolled_plain", "s", "the same without remat"),
+        ),
+        impls=(OURS,),
+        repeats=1,
+        number=1,
+        quick_repeats=1,
+        quick_number=1,
+        build=build_remat_unrolled,
+        run=_remat_runner(
+            "remat_memory_unrolled",
+            ("remat_memory_unrolled", "remat_memory_unrolled_plain"),
+            ("remat_step_unrolled", "remat_step_unrolled_plain"),
+        ),
+        targets=(
+            Target(
+                "remat_memory_unrolled",
+                OURS,
+                0.6,
+                other_row="remat_memory_unrolled_plain",
+            ),
+            Target(
+                "remat_step_unrolled", OURS, 1.4, other_row="remat_step_unrolled_plain"
+            ),
+        ),
+        original=False,
+        default=False,
+    ),
+}
