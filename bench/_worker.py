@@ -98,14 +98,10 @@ def measure_memory(workload: str, row: str, impl: str, steps: int, quick: bool) 
     sampler = build(impl, quick)[row]
     if isinstance(sampler, Skip):
         raise RuntimeError(f"{workload} {row} ({impl}) skipped: {sampler.reason}")
-    wall, cpu = sampler(steps)
+    sampler(steps)
     peak = _status_kib("VmHWM")
     result: dict[str, Any] = {
         "rss_mib": (peak - baseline) / 1024,
-        # The sampler's seconds per step (workloads whose sampler times
-        # steady-state steps report step times this way).
-        "wall": wall,
-        "cpu": cpu,
         "baseline_rss_mib": baseline / 1024,
         "peak_reset": reset,
     }

@@ -95,6 +95,27 @@ def test_the_backward_pass_calls_f_again():
     _close([grad_x, grad_w], [2 * tf.cos(2 * x), tf.reduce_sum(x * tf.cos(2 * x))])
 
 
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf_function"])
+def test_nested_remat_and_outputs_without_gradient(graph):
+    w = tf.Variable(2.0)
+    x = tf.constant([[1.0, 3.0, 2.0]])
+
+    def run(remat):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            index = remat(lambda x: tf.argmax(x, axis=-1))(x)
+            twice = remat(remat(lambda x: tf.sin(x * w)))(x)
+            loss = tf.reduce_sum(twice)
+        return index, twice, tape.gradient(loss, [x, w])
+
+    def plain(f):
+        return f
+
+    if graph:
+        run = tf.function(run)
+    _close(run(snt.remat), run(plain))
+
+
 def test_nested_inputs_outputs_keywords_and_python_values():
     w = tf.Variable([[1.0, -2.0], [0.5, 3.0]])
     Pair = collections.namedtuple("Pair", ["a", "b"])
@@ -162,7 +183,6 @@ def test_bound_method_and_signature():
     module = Scaled()
     rematerialised = snt.remat(module.apply)
     assert inspect.signature(rematerialised) == inspect.signature(module.apply)
-    assert rematerialised.__wrapped__ == module.apply
     assert rematerialised.__name__ == "apply" and rematerialised.__doc__ == "Docs."
     x = tf.constant(2.0)
     _close(
@@ -193,6 +213,27 @@ def test_tf_function_and_xla(autograph, jit_compile, remat_first):
     second = step(X, not remat_first)
     _close(first, second)
     _close(step(X, True), _value_and_grads(mlp, mlp, X))
+
+
+@pytest.mark.parametrize("autograph", [True, False])
+def test_a_graph_traces_f_twice(autograph):
+    # Once for the forward pass, once for the recomputation in the backward
+    # pass.
+    traces = []
+
+    def f(x):
+        traces.append(None)
+        return tf.sin(x)
+
+    @tf.function(autograph=autograph)
+    def grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = snt.remat(f)(x)
+        return tape.gradient(y, x)
+
+    _close(grad(tf.constant([1.0, 2.0])), tf.cos([1.0, 2.0]))
+    assert len(traces) == 2
 
 
 def test_autograph_converts_f_as_in_a_plain_call():
@@ -411,3 +452,27 @@ def test_functions_are_not_picklable_but_modules_using_them_are():
     mlp(X)
     copy = pickle.loads(pickle.dumps(mlp))
     _close(snt.remat(copy)(X), mlp(X))
+
+
+@pytest.mark.parametrize("stacked", [False, True], ids=["unrolled", "stacked"])
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_transformer_with_remat_per_block(stacked, jit_compile):
+    # `remat=True` wraps each block (unrolled) or the layer stack's loop body
+    # (stacked) in `snt.remat`: one checkpoint per layer.
+    x = tf.random.stateless_normal([2, 5, 8], seed=[3, 4])
+
+    def run(remat):
+        tf.random.set_seed(0)  # The same initial values in both models.
+        model = snt.nets.Transformer(3, 2, 8, causal=True, stacked=stacked, remat=remat)
+
+        @tf.function(jit_compile=jit_compile)
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = model(x)
+                loss = tf.reduce_sum(y**2)
+            return y, tape.gradient(loss, [x, *model.trainable_variables])
+
+        return step(x)
+
+    _close(run(True), run(False), rtol=1e-4, atol=1e-5)

@@ -118,29 +118,30 @@ def test_attention_projections_use_the_weight_step(mode):
 
 
 def test_policy_gives_the_step_its_compute_dtype():
-    x = tf.ones([2, 5])
+    # Each module is called twice: the first call builds it, the second takes
+    # `snt.Linear`'s eager fast branch.
     linear = snt.precision.apply(snt.Linear(3), "mixed_bfloat16")
     conv = snt.precision.apply(snt.Conv1D(3, 2), "mixed_bfloat16")
     embed = snt.precision.apply(snt.Embed(10, 4), "mixed_bfloat16")
     mha = snt.precision.apply(snt.MultiHeadAttention(2, 4), "mixed_bfloat16")
+    cases = (
+        (linear, "w", linear, (tf.ones([2, 5]),)),
+        (conv, "w", conv, (tf.ones([2, 6, 5]),)),
+        (embed, "embeddings", embed, (tf.constant([1, 2]),)),
+        (mha.query, "w", mha, (tf.ones([1, 2, 8]),)),
+    )
     steps = []
-    for module, attribute, args in (
-        (linear, "w", (x,)),
-        (conv, "w", (tf.ones([2, 6, 5]),)),
-        (embed, "embeddings", (tf.constant([1, 2]),)),
-        (mha.query, "w", None),
-    ):
+    for module, attribute, called, args in cases:
         step = Recording(attribute)
         module._weight_step = step
         steps.append(step)
-        if args is not None:
-            assert module(*args).dtype == tf.bfloat16
-    assert mha(tf.ones([1, 2, 8])).dtype == tf.bfloat16
+        for _ in range(2):
+            assert called(*args).dtype == tf.bfloat16
     assert [s.dtypes for s in steps] == [
-        [tf.bfloat16],
-        [tf.bfloat16],
-        [None],  # `Embed` casts the looked-up rows, not the table.
-        [tf.bfloat16],
+        [tf.bfloat16] * 2,
+        [tf.bfloat16] * 2,
+        [None] * 2,  # `Embed` casts the looked-up rows, not the table.
+        [tf.bfloat16] * 2,
     ]
     assert linear.w.dtype == tf.float32
 

@@ -16,18 +16,18 @@ random target, `snt.optimizers.AdamW` (learning rate 1e-3, weight decay
   `_unrolled`: 48 `snt.nets.TransformerBlock`s, each traced.
 - `transformer48_step`: executing that compiled step, stacked against
   `_unrolled`, and both again with `jit_compile=True` (`_xla`).
-- `remat_memory` (process workload): peak RSS increase of a fresh process
-  that builds the stacked model with `remat=True` (`snt.remat` around each
-  block: one checkpoint per layer) and runs `REMAT_STEPS` train steps on
-  `[4, 512, 256]`, against the same without remat (`_plain`); at this
-  length the activations kept for the backward pass (attention
-  probabilities `[4, 4, 512, 512]` and MLP activations `[2048, 1024]` per
-  block) are most of the memory. `remat_step` / `remat_step_plain`: the
-  same processes' mean step time after the first (tracing) step. The
-  processes alternate (remat, plain, remat, ...). `remat_memory_unrolled`
-  (only with `--only`) measures the unrolled model the same way: there the
-  recomputation and the forward pass are in one graph, which is what
-  TensorFlow's graph optimiser could merge back.
+- `remat_memory`: peak RSS increase of a fresh process that builds the
+  stacked model with `remat=True` (`snt.remat` around each block's call in
+  the loop body: one checkpoint per layer) and runs 2 train steps on
+  `[4, 512, 256]` (the first traces, and creates the optimizer's slots),
+  against the same without remat (`_plain`); at this length the activations
+  kept for the backward pass (attention probabilities `[4, 4, 512, 512]` and
+  MLP activations `[2048, 1024]` per block) are most of the memory. One
+  process each (like `memory`'s rows). `remat_step` / `remat_step_plain`:
+  the compiled step of both models, timed in this process, interleaved.
+  `remat_memory_unrolled` (only with `--only`) measures the unrolled model
+  the same way: there the recomputation and the forward pass are in one
+  graph, which is what TensorFlow's graph optimiser could merge back.
 
 These rows use `stacked=`/`remat=` and `snt.nets.Transformer`, which the
 original Sonnet 2.0.2 does not have: they do not run with `--vs`.
@@ -43,16 +43,18 @@ from typing import Any
 import tensorflow as tf
 
 from bench.harness import (
+    Builder,
     Clock,
     Sampler,
     Samples,
     WorkerError,
     fetch,
+    interleave,
     run_oneshot,
     self_timed,
     timed,
 )
-from bench.workloads import OURS, Row, Target, Workload
+from bench.workloads import OURS, ProcessRunner, Row, Target, Workload, get
 from bench.workloads.transformer import LEARNING_RATE, WEIGHT_DECAY, Config
 
 DEEP = Config(layers=48, width=256, heads=4, time=128, batch=8)
@@ -60,8 +62,6 @@ DEEP_QUICK = Config(layers=3, width=32, heads=4, time=16, batch=2)
 # Long sequences for the remat rows: activations dominate the memory.
 REMAT = Config(layers=48, width=256, heads=4, time=512, batch=4)
 REMAT_QUICK = Config(layers=3, width=32, heads=4, time=64, batch=2)
-# Timed steps per remat process, after the first (tracing) one.
-REMAT_STEPS = 3
 
 
 def _model(config: Config, stacked: bool, remat: bool = False) -> Any:
@@ -147,12 +147,13 @@ def build_step(impl: str, quick: bool) -> dict[str, Sampler]:
     }
 
 
-# Remat: fresh processes (`bench/_worker.py --memory`).
+# Remat: peak memory in fresh processes (`bench/_worker.py --memory`), step
+# times in this one, interleaved.
 
 
 def _remat_sampler(config: Config, stacked: bool, remat: bool) -> Sampler:
-    """Builds the model and runs the first step at its first sample; times
-    the steps after it (the memory worker takes one sample)."""
+    """Times the compiled step; its first sample builds the model and runs
+    the first (tracing) step before the timed ones."""
     x, y = _data(config)
     step: list[Callable[..., Any]] = []
 
@@ -165,25 +166,26 @@ def _remat_sampler(config: Config, stacked: bool, remat: bool) -> Sampler:
     return sample
 
 
-def build_remat(impl: str, quick: bool) -> dict[str, Sampler]:
-    config = REMAT_QUICK if quick else REMAT
-    return {
-        "remat_memory": _remat_sampler(config, True, True),
-        "remat_memory_plain": _remat_sampler(config, True, False),
-    }
+def _remat_builder(stacked: bool, rows: tuple[str, str]) -> Builder:
+    def build(impl: str, quick: bool) -> dict[str, Sampler]:
+        config = REMAT_QUICK if quick else REMAT
+        with_remat, plain = rows
+        return {
+            with_remat: _remat_sampler(config, stacked, True),
+            plain: _remat_sampler(config, stacked, False),
+        }
 
-
-def build_remat_unrolled(impl: str, quick: bool) -> dict[str, Sampler]:
-    config = REMAT_QUICK if quick else REMAT
-    return {
-        "remat_memory_unrolled": _remat_sampler(config, False, True),
-        "remat_memory_unrolled_plain": _remat_sampler(config, False, False),
-    }
+    return build
 
 
 def _remat_runner(
     workload: str, memory_rows: tuple[str, str], step_rows: tuple[str, str]
-):
+) -> ProcessRunner:
+    """Memory rows: one fresh process per configuration that builds the model
+    and runs 2 steps (the first traces; the slots exist after it), measured
+    like `memory`'s rows. Step rows: `repeats` interleaved samples of both
+    configurations in this process."""
+
     def run(
         impls: tuple[str, ...],
         other_python: str | None,
@@ -193,30 +195,28 @@ def _remat_runner(
     ) -> dict[tuple[str, str], Samples]:
         from bench.workloads.process import our_root
 
-        results = {(row, OURS): Samples() for row in (*memory_rows, *step_rows)}
-        steps = 1 if quick else REMAT_STEPS
-        failed: set[str] = set()
-        for _ in range(repeats):
-            for memory_row, step_row in zip(memory_rows, step_rows, strict=True):
-                if memory_row in failed:
-                    continue
-                args = ["--memory", workload, memory_row, "sonnet", str(steps)]
-                if quick:
-                    args.append("--quick")
-                try:
-                    answer = run_oneshot(
-                        sys.executable, args, device, 1800, pythonpath=our_root()
-                    )
-                except WorkerError as e:
-                    failed.add(memory_row)
-                    results[memory_row, OURS].error = str(e)
-                    results[step_row, OURS].error = str(e)
-                    continue
-                memory = results[memory_row, OURS]
-                memory.wall.append(answer["rss_mib"])
-                memory.cpu.append(answer["rss_mib"])
-                results[step_row, OURS].wall.append(answer["wall"])
-                results[step_row, OURS].cpu.append(answer["cpu"])
+        results: dict[tuple[str, str], Samples] = {}
+        for memory_row, step_row in zip(memory_rows, step_rows, strict=True):
+            samples = results[memory_row, OURS] = Samples()
+            args = ["--memory", workload, step_row, "sonnet", "1"]
+            try:
+                answer = run_oneshot(
+                    sys.executable,
+                    args + (["--quick"] if quick else []),
+                    device,
+                    1800,
+                    pythonpath=our_root(),
+                )
+            except WorkerError as e:
+                samples.error = str(e)
+                continue
+            samples.wall.append(answer["rss_mib"])
+            samples.cpu.append(answer["rss_mib"])
+        build = get(workload).build
+        assert build is not None
+        samplers = {(row, OURS): s for row, s in build("sonnet", quick).items()}
+        warmup = 0 if quick else 1
+        results.update(interleave(samplers, repeats, 1, warmup=warmup))
         return results
 
     return run
@@ -303,24 +303,23 @@ WORKLOADS = {
                 "remat_memory",
                 "MiB",
                 f"peak RSS increase of a fresh process: build the {_DEEP} "
-                f"(stacked) with remat=True + {1 + REMAT_STEPS} AdamW train steps "
-                "on [4, 512, 256]",
+                "(stacked) with remat=True + 2 AdamW train steps on [4, 512, 256]",
             ),
             Row("remat_memory_plain", "MiB", "the same without remat"),
             Row(
                 "remat_step",
                 "s",
-                "the remat_memory processes' train step (mean of the steps after "
-                "the first)",
+                "that compiled train step with remat (in this process, "
+                "interleaved with remat_step_plain)",
             ),
             Row("remat_step_plain", "s", "the same without remat"),
         ),
         impls=(OURS,),
-        repeats=2,
+        repeats=5,
         number=1,
         quick_repeats=1,
         quick_number=1,
-        build=build_remat,
+        build=_remat_builder(True, ("remat_step", "remat_step_plain")),
         run=_remat_runner(
             "remat_memory",
             ("remat_memory", "remat_memory_plain"),
@@ -345,11 +344,13 @@ WORKLOADS = {
             Row("remat_step_unrolled_plain", "s", "the same without remat"),
         ),
         impls=(OURS,),
-        repeats=1,
+        repeats=3,
         number=1,
         quick_repeats=1,
         quick_number=1,
-        build=build_remat_unrolled,
+        build=_remat_builder(
+            False, ("remat_step_unrolled", "remat_step_unrolled_plain")
+        ),
         run=_remat_runner(
             "remat_memory_unrolled",
             ("remat_memory_unrolled", "remat_memory_unrolled_plain"),

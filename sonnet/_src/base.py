@@ -410,6 +410,19 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         in their place in that order, as the `tf.Variable`s that hold their
         values (a layer's in `layer.weights` order; one not built yet has
         none). Each variable is listed once.
+
+        >>> import keras
+        >>> class Head(snt.Module):
+        ...   def __init__(self):
+        ...     super().__init__()
+        ...     self.dense = keras.layers.Dense(2, name="dense")
+        ...     self.scale = tf.Variable(1.0, name="scale")
+        ...   def __call__(self, x):
+        ...     return self.dense(x) * self.scale
+        >>> head = Head()
+        >>> _ = head(tf.ones([1, 3]))
+        >>> [v.name for v in head.variables]
+        ['head/dense/kernel:0', 'head/dense/bias:0', 'head/scale:0']
         """
         result = keras_variables.variables(self)
         if not result and not getattr(self, _ALLOW_EMPTY, False):

@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from sonnet._src import checks, errors, keras_variables, module_config, tf_compat
+from sonnet._src import once as once_lib
 
 
 def _requires_is_training(module: Any) -> bool:
@@ -29,6 +30,20 @@ def _requires_is_training(module: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def _initialized(module: tf.Module) -> bool:
+    """Whether every `@snt.once` method of `module` and its submodules ran
+    (`once` keeps, per instance, the keys of the methods that ran)."""
+    for m in (module, *module.submodules):
+        done = once_lib._record_of(m) or ()
+        for cls in type(m).__mro__:
+            for attribute in vars(cls).values():
+                if isinstance(attribute, once_lib._Once) and (
+                    attribute._key not in done
+                ):
+                    return False
+    return True
 
 
 def _zeros(shape: Any, dtype: Any) -> Any:
@@ -52,7 +67,10 @@ class KerasLayer(keras.layers.Layer):
     with Keras' `training` flag (see `training_argument`). When Keras builds
     the layer, the
     module is built by one call on zeros of the input shape (unknown sizes
-    as 1) unless it already has variables; its variables then become the
+    as 1) unless it is built already (it has variables, and the lazy
+    initialisation of it and its submodules, their `@snt.once` methods, has
+    run: a `snt.BatchNorm` has variables before its first call); its
+    variables, Keras layers' inside it included, then become the
     layer's weights: `model.fit`, Keras optimizers and
     `model.save_weights`/`load_weights` read and write the module's own
     `tf.Variable`s, so a `tf.train.Checkpoint` of the module reflects Keras
@@ -112,7 +130,7 @@ class KerasLayer(keras.layers.Layer):
         """Builds the module (if needed) and hands its variables to Keras."""
         # Keras layers inside the module included (`keras_variables`).
         variables = keras_variables.variables(self.module)
-        if not variables:
+        if not variables or not _initialized(self.module):
             self.call(_zeros(input_shape, self.compute_dtype), training=False)
             variables = keras_variables.variables(self.module)
         self.module_variables = [tf_compat.keras_variable_of(v) for v in variables]
@@ -131,6 +149,13 @@ class KerasLayer(keras.layers.Layer):
           ValueError: The module cannot be described in a config (e.g. a
             lambda argument or a class Keras does not know by name); the
             message says what to do.
+
+        >>> layer = snt.KerasLayer(snt.nets.MLP([4, 2], activate_final=True))
+        >>> description = layer.get_config()["module"]
+        >>> description["class"], description["args"]
+        ('snt.nets.MLP', [[4, 2]])
+        >>> description["kwargs"]
+        {'activate_final': True}
         """
         config = super().get_config()
         config["module"] = module_config.describe(self.module)

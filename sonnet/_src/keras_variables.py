@@ -58,20 +58,25 @@ def _is_trainable_leaf(obj: Any) -> bool:
     return isinstance(obj, _KERAS)
 
 
+def _walk(module: tf.Module, predicate: Any) -> tuple[Any, ...]:
+    # `tf.Module._flatten` is the walk `tf.Module.variables` itself makes (a
+    # documented method of `tf.Module`, absent from its type stubs).
+    flatten = module._flatten  # pyright: ignore[reportAttributeAccessIssue]
+    return tuple(flatten(predicate=predicate, expand_composites=True))
+
+
 def variables(module: tf.Module) -> tuple[tf.Variable, ...]:
     """All variables of `module` (a `tf.Module`), in the order above."""
     if not _KERAS:
         _find_keras()
-    found = tuple(module._flatten(predicate=_is_leaf, expand_composites=True))
-    return _expand(found, trainable=False)
+    return _expand(_walk(module, _is_leaf), trainable=False)
 
 
 def trainable_variables(module: tf.Module) -> tuple[tf.Variable, ...]:
     """The trainable variables of `module`, in the order above."""
     if not _KERAS:
         _find_keras()
-    found = tuple(module._flatten(predicate=_is_trainable_leaf, expand_composites=True))
-    return _expand(found, trainable=True)
+    return _expand(_walk(module, _is_trainable_leaf), trainable=True)
 
 
 def _expand(found: tuple[Any, ...], trainable: bool) -> tuple[tf.Variable, ...]:

@@ -78,8 +78,6 @@ _PLAIN = frozenset({type(None), bool, int, float, str})
 # what it needs of them) or used up (iterators), so keeping them could cost
 # memory or break pickling and deep copies of the module.
 _NOT_KEPT = (np.ndarray, tf.Tensor, tf.Variable, Iterator)
-# Per type: whether its values are kept (the ABC test above is slow).
-_KEPT: dict[type, bool] = {}
 
 
 def _keep(value: Any) -> Any:
@@ -90,10 +88,9 @@ def _keep(value: Any) -> Any:
         return kind(_keep(v) for v in value)
     if kind is dict:
         return {k: _keep(v) for k, v in value.items()}
-    kept = _KEPT.get(kind)
-    if kept is None:
-        kept = _KEPT[kind] = not issubclass(kind, _NOT_KEPT)
-    return value if kept else Dropped(f"{kind.__module__}.{kind.__qualname__}")
+    if issubclass(kind, _NOT_KEPT):
+        return Dropped(f"{kind.__module__}.{kind.__qualname__}")
+    return value
 
 
 def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -318,9 +315,23 @@ def _function_name(value: Any) -> tuple[str, str] | None:
 
 
 def _lookup(module: str, name: str) -> Any:
+    """`module.name`, if it is defined in one of `_FUNCTION_PACKAGES`.
+
+    A config is data from a file: no dunder attributes are followed, and
+    what is found must come from those packages (not, e.g., `os.system`
+    imported into one of their modules).
+
+    Raises:
+      AttributeError: Nothing acceptable is found.
+    """
     found: Any = importlib.import_module(module)
     for part in name.split("."):
+        if part.startswith("__"):
+            raise AttributeError(part)
         found = getattr(found, part)
+    home = getattr(found, "__module__", None)
+    if not isinstance(home, str) or home.split(".")[0] not in _FUNCTION_PACKAGES:
+        raise AttributeError(name)
     return found
 
 

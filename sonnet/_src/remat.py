@@ -20,7 +20,7 @@ tensors), and a clean error where recomputing would not reproduce the call.
 
 from __future__ import annotations
 
-import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -69,11 +69,13 @@ def remat(f: Callable[..., T]) -> Callable[..., T]:
     its activations, for about one more forward pass of compute: a train
     step takes about 1.3 x as long.
 
-    `f` may be a module, a bound method or a function. Its variables may be
-    created by the first call (through `snt.remat(module)` too). It works in
-    eager mode, in `tf.function` (with or without AutoGraph, and with
+    `f` may be a module, a bound method or a function; a module may create
+    its variables in its first call through the returned function. It works
+    in eager mode, in `tf.function` (with or without AutoGraph, and with
     `jit_compile=True`), under a distribution strategy
-    (`snt.distribute.Replicator`) and with `snt.precision` policies.
+    (`snt.distribute.Replicator`) and with `snt.precision` policies. For
+    deep models, `snt.LayerStack(..., remat=True)` and
+    `snt.nets.Transformer(..., remat=True)` rematerialise each layer.
 
     Arguments may be nested in lists, tuples, dicts and namedtuples.
     Floating point tensors among them are the differentiable inputs; every
@@ -93,6 +95,11 @@ def remat(f: Callable[..., T]) -> Callable[..., T]:
     * Side effects happen again: variable updates inside `f` (a batch norm's
       moving averages while training) are applied twice per step.
 
+    Inside the body of a `tf.while_loop`, `f` must receive the values of
+    the variables it uses as arguments rather than read the variables
+    itself: TensorFlow cannot build the gradient of a loop whose backward
+    body reads a variable anew (a `ValueError` about
+    `internal_capture_to_output`). `snt.LayerStack` passes them so.
     Higher-order gradients through a rematerialised call are not supported
     (TensorFlow's `tf.recompute_grad` raises `NotImplementedError`).
 
@@ -100,8 +107,7 @@ def remat(f: Callable[..., T]) -> Callable[..., T]:
       f: The callable to rematerialise.
 
     Returns:
-      A function with `f`'s signature (`inspect.signature` follows
-      `__wrapped__`, which is `f`).
+      A function with `f`'s signature (`__signature__`), name and docstring.
 
     Raises:
       TypeError: if `f` is not callable; on a call, if a `tf.RaggedTensor`,
@@ -137,8 +143,16 @@ def remat(f: Callable[..., T]) -> Callable[..., T]:
         return _call(lambda *a, **k: f(*a, **k), args, kwargs)
 
     # Not `functools.wraps`: its `__dict__` update would copy a module's
-    # attributes onto the function.
-    functools.update_wrapper(rematerialised, f, updated=())
+    # attributes onto the function, and AutoGraph, which finds source code
+    # through `__wrapped__`, cannot convert this function (and logs a
+    # warning) when `__wrapped__` is a module.
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        if hasattr(f, attribute):
+            setattr(rematerialised, attribute, getattr(f, attribute))
+    try:
+        rematerialised.__signature__ = inspect.signature(f)
+    except (TypeError, ValueError):  # Callables without one (some builtins).
+        pass
     return rematerialised
 
 
