@@ -539,3 +539,37 @@ def test_bad_stacked_cache():
         stacked(_x(2, 1, 8), cache=bad)
     with pytest.raises(TypeError, match="cache"):
         stacked(_x(2, 1, 8), cache=[cache])
+
+
+def test_other_layers_are_initialised_without_tracing_their_calls():
+    calls = []
+
+    class Counted(snt.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = snt.Linear(4)
+
+        def __call__(self, x):
+            calls.append(1)
+            return tf.tanh(self.linear(x))
+
+    stack = snt.LayerStack(Counted, num_layers=8)
+    tf.function(stack)(_x(2, 4))
+    assert len(calls) == 2  # The probe layer's call and the loop's body.
+    w = stack.layer.linear.w.numpy()
+    assert len({float(w[i, 0, 0]) for i in range(8)}) == 8  # Own values each.
+
+
+def test_layers_that_create_variables_in_their_call_are_built_by_calling_them():
+    class InCall(snt.Module):
+        def __call__(self, x):
+            if not hasattr(self, "w"):
+                self.w = tf.Variable(tf.random.normal([x.shape[-1]]))
+            return x * self.w
+
+    stack = snt.LayerStack(InCall, num_layers=3)
+    x = _x(2, 4)
+    y = tf.function(stack)(x)
+    w = stack.layer.w
+    assert w.shape == (3, 4)
+    np.testing.assert_allclose(y, x * w[0] * w[1] * w[2], rtol=1e-5)

@@ -113,6 +113,9 @@ def outside_trace(f: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        calls = getattr(_state, "recording", None)
+        if calls is not None:
+            calls.append((wrapper, args, kwargs))
         if not _moves():
             return f(*args, **kwargs)
         try:
@@ -123,6 +126,21 @@ def outside_trace(f: Callable[..., T]) -> Callable[..., T]:
         return f(*args, **kwargs)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[tuple[Callable[..., Any], tuple[Any, ...], Any]]]:
+    """Scope that lists the module initialisations started in it, in order:
+    `(wrapper, args, kwargs)` per call of an `outside_trace` wrapper (args
+    start with the module), so that `snt.LayerStack` can run the same
+    initialisations on other layers without tracing their calls."""
+    previous = getattr(_state, "recording", None)
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = []
+    _state.recording = calls
+    try:
+        yield calls
+    finally:
+        _state.recording = previous
 
 
 def _constant_creator(next_creator: Callable[..., tf.Variable], **kwargs: Any) -> Any:

@@ -29,13 +29,23 @@ How it works (the one place this is done):
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors, once, precision, tf_compat, utils
+from sonnet._src import (
+    base,
+    checks,
+    eager_init,
+    errors,
+    once,
+    precision,
+    tf_compat,
+    utils,
+)
 from sonnet._src import remat as remat_lib
 from sonnet._src.functional import tensor_variable
 
@@ -134,6 +144,27 @@ def _flatten_with_paths(module: Any, cls: type) -> list[tuple[tuple[Any, ...], A
     """`(path, value)` for every instance of `cls` under `module`, in
     `tf.Module.variables` order."""
     return list(module._flatten(predicate=lambda v: isinstance(v, cls), with_path=True))
+
+
+def _replay(
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...], Any]],
+    paths: dict[int, tuple[Any, ...]],
+    layer: base.Module,
+) -> bool:
+    """Runs the recorded initialisations of another layer's modules on the
+    modules at the same paths in `layer`; False if one has no counterpart."""
+    for wrapper, args, kwargs in calls:
+        path = paths.get(id(args[0]))
+        if path is None:
+            return False
+        target: Any = layer
+        for step in path:
+            target = target[step] if isinstance(step, int) else getattr(target, step)
+        method = inspect.getattr_static(type(target), wrapper.__name__, None)
+        if getattr(method, once.ONCE_ATTRIBUTE, None) is not wrapper:
+            return False
+        method.__get__(target, type(target))(*args[1:], **kwargs)
+    return True
 
 
 def _owner_of(root: Any, path: tuple[Any, ...]) -> tuple[Any, str]:
@@ -290,18 +321,55 @@ class LayerStack(base.Module):
             with tf.variable_creator_scope(recorder):
                 return self._call_layer(layer, inputs, args, kwargs, pl)
 
-        # A first layer checks what the layer returns before anything else.
+        # A first layer checks what the layer returns before anything else;
+        # the initialisations its call ran are then run on the other layers
+        # directly (no call to trace), as long as that gives them the same
+        # variables.
         probe = self._new_layer_like()
-        recorders = [_Recorder()]
-        outputs = build(probe, recorders[0])
+        probe_recorder = _Recorder()
+        with eager_init.recording() as calls:
+            outputs = build(probe, probe_recorder)
         signature = self._check_outputs(inputs, per_layer, outputs)
         key = _signature_key(inputs, args, kwargs, per_layer)
-        for _ in range(self.num_layers - 2):
-            recorders.append(_Recorder())
-            build(self._new_layer_like(), recorders[-1])
+        expected = [(v.shape, v.dtype) for v, _ in probe_recorder.made]
+        paths = {id(probe): ()}
+        for path, module in _flatten_with_paths(probe, tf.Module):
+            paths[id(module)] = path
+
+        def initialised(layer: base.Module, recorder: _Recorder) -> bool:
+            """Whether replaying `calls` built `layer` like the probe."""
+            with tf.variable_creator_scope(recorder):
+                try:
+                    replayed = _replay(calls, paths, layer)
+                except Exception:  # It needs its own call: build it so.
+                    replayed = False
+            return replayed and [(v.shape, v.dtype) for v, _ in recorder.made] == (
+                expected
+            )
+
+        # Whether replaying works is tried on a first other layer (kept if
+        # the stack has room for it).
+        first = _Recorder()
+        replayable = initialised(self._new_layer_like(), first)
+        recorders = [probe_recorder]
+        for i in range(self.num_layers - 2):
+            recorder = first if i == 0 and replayable else _Recorder()
+            if recorder is not first and not (
+                replayable and initialised(self._new_layer_like(), recorder)
+            ):
+                recorder = _Recorder()
+                build(self._new_layer_like(), recorder)
+            recorders.append(recorder)
         # The template last: if a layer fails, it is still unbuilt and the
         # next call starts again.
-        build(self.layer, self._recorder)
+        if not replayable:
+            build(self.layer, self._recorder)
+        elif not initialised(self.layer, self._recorder):
+            raise errors.bad_value(
+                "make_layer",
+                "must build layers whose initialisation does the same each time",
+                self.layer,
+            )
         made = [self._recorder.made] + [r.made for r in recorders]
         self._stack_variables(made[: self.num_layers])
         self._signatures[key] = signature

@@ -464,7 +464,9 @@ class Transformer(base.Module):
         fields have a leading `num_layers` axis.
       remat: Whether each block's activations are recomputed in the
         backward pass instead of being kept (`snt.remat`): less memory for
-        about one more forward pass of compute. Default False.
+        about one more forward pass of compute. Default False. Not with
+        dropout while training: the recomputation would draw other random
+        numbers (`snt.remat` refuses that inside `tf.function`).
       name: Module name (default `transformer`).
 
     Shapes:
