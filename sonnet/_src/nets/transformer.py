@@ -678,9 +678,7 @@ class Transformer(base.Module):
             )
         return self.final_norm(x), new_cache
 
-    def initial_cache(
-        self, batch_size: Any, max_length: Any, dtype: Any = None
-    ) -> Any:
+    def initial_cache(self, batch_size: Any, max_length: Any, dtype: Any = None) -> Any:
         """An empty decoding cache: one `snt.AttentionCache` per block.
 
         Args:
