@@ -441,8 +441,12 @@ def test_junk_constructor_arguments(kind, argument, value):
     kwargs = {"hidden_size": 2, argument: value}
     ok, module = bad_input.outcome(lambda: factory(**kwargs), [argument])
     if ok:
-        x = tf.ones([1, 3]) if kind != "UnrolledLSTM" else tf.ones([2, 1, 3])
-        bad_input.outcome(lambda: module(x, module.initial_state(1)), ["inputs"])
+        # `UnrolledLSTM` takes `input_sequence` (2.0.2's name), the others `inputs`.
+        if kind == "UnrolledLSTM":
+            x, name = tf.ones([2, 1, 3]), "input_sequence"
+        else:
+            x, name = tf.ones([1, 3]), "inputs"
+        bad_input.outcome(lambda: module(x, module.initial_state(1)), [name])
 
 
 @settings(max_examples=25, deadline=None)
