@@ -547,22 +547,24 @@ class LayerStack(base.Module):
             return self._unrolled(inputs, args, kwargs, per_layer, params)
         return self._looped(inputs, args, kwargs, per_layer, params)
 
+    @base.no_name_scope
+    def _layer_step(
+        self,
+        inputs: Any,
+        params: Sequence[tf.Tensor],
+        per_layer: dict[str, Any] | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """One layer: the template computing with `params`, its slices."""
+        with self._bound(params):
+            return self._call_layer(self.layer, inputs, args, kwargs, per_layer)
+
     def _step(self) -> Callable[..., Any]:
-        """`(inputs, params, per_layer, args, kwargs) -> outputs` of one layer."""
-
-        def step(
-            inputs: Any,
-            params: Sequence[tf.Tensor],
-            per_layer: dict[str, Any] | None,
-            args: tuple[Any, ...],
-            kwargs: dict[str, Any],
-        ) -> Any:
-            with self._bound(params):
-                return self._call_layer(self.layer, inputs, args, kwargs, per_layer)
-
+        """`_layer_step`, rematerialised if the stack was asked to."""
         if not self.remat:
-            return step
-        return remat_lib.remat(step)
+            return self._layer_step
+        return remat_lib.remat(self._layer_step)
 
     def _unrolled(
         self,
@@ -703,13 +705,9 @@ class LayerStack(base.Module):
             for slot in self._slots
         ]
 
-        def one_layer(x: Any, ps: Any, pl: Any, a: Any, kw: Any) -> Any:
-            with self._bound(ps):
-                return self._call_layer(self.layer, x, a, kw, pl)
-
         x, a, kw = tf.nest.map_structure(_spec, (inputs, args, kwargs))
         pl = tf.nest.map_structure(_slice_spec, per_layer)
-        f = tf.function(one_layer, autograph=False)
+        f = tf.function(self._layer_step, autograph=False)
         outputs = f.get_concrete_function(x, params, pl, a, kw).structured_outputs
         signature = self._check_outputs(inputs, per_layer, outputs)
         self._signatures[key] = signature
