@@ -7,6 +7,8 @@ private implementation package `sonnet._src`.
 from sonnet import distribute as distribute
 from sonnet import functional as functional
 from sonnet import initializers as initializers
+from sonnet import int8 as int8
+from sonnet import lora as lora
 from sonnet import mixed_precision as mixed_precision
 from sonnet import nets as nets
 from sonnet import optimizers as optimizers
@@ -28,6 +30,7 @@ from sonnet._src.deferred import Deferred
 from sonnet._src.depthwise_conv import DepthwiseConv2D
 from sonnet._src.dropout import Dropout
 from sonnet._src.embed import Embed
+from sonnet._src.freezing import freeze, is_frozen, unfreeze
 from sonnet._src.gradient_ops import leaky_clip_by_value, scale_gradient
 from sonnet._src.group_norm import GroupNorm
 from sonnet._src.keras_layer import KerasLayer
@@ -115,11 +118,15 @@ __all__ = [
     "distribute",
     "dynamic_unroll",
     "flatten",
+    "freeze",
     "format_variables",
     "functional",
     "initializers",
+    "int8",
+    "is_frozen",
     "leaky_clip_by_value",
     "log_variables",
+    "lora",
     "lstm_with_recurrent_dropout",
     "merge_leading_dims",
     "nets",
@@ -136,6 +143,7 @@ __all__ = [
     "split_leading_dim",
     "static_unroll",
     "summary",
+    "unfreeze",
 ]
 
 # Keep the implementation package out of `snt`'s attributes (importing a

@@ -695,7 +695,10 @@ def _project(
     CPU time of the weight gradient here).
     """
     w = module._weight_step(module, dtype)
-    y = _MAT_MUL(a=_reshape(x, (-1, w.shape[0])), b=w)
+    rows = _reshape(x, (-1, w.shape[0]))
+    y = _MAT_MUL(a=rows, b=w)
+    if module.lora is not None:  # A low-rank adapter (`snt.lora`).
+        y = module.lora.add_to(rows, y, dtype)
     if module.with_bias:
         b = module.b if dtype is None else precision.cast(module.b, dtype)
         y = _BIAS_ADD(value=y, bias=b)

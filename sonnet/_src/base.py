@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import eager_init, keras_variables, module_config, tf_compat
+from sonnet._src import eager_init, freezing, keras_variables, module_config, tf_compat
 from sonnet._src import once as once_lib
 
 T = TypeVar("T")
@@ -376,6 +376,7 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         "_snt_call",
         "_snt_once",
         "_precision",
+        "_snt_frozen",
     }
 
     # The `snt.precision.Policy` the module computes under, set per instance
@@ -437,9 +438,16 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         As `variables`, keeping trainable `tf.Variable`s and what Keras calls
         trainable (`layer.trainable_weights`, `keras.Variable.trainable`): a
         Keras layer's non-trainable weights, such as batch-norm statistics,
-        and frozen layers are only in `variables`.
+        and frozen layers are only in `variables`. So are the variables of
+        modules frozen with `snt.freeze` (or by `snt.lora.add`).
         """
         result = keras_variables.trainable_variables(self)
+        if freezing.ACTIVE and result:
+            # Frozen modules' variables are not trained (`snt.freeze`); a
+            # module with variables, all frozen, has none to train (no error).
+            result = freezing.drop_frozen(self, result)
+            if not result:
+                return result
         if not result and not getattr(self, _ALLOW_EMPTY, False):
             raise ValueError(
                 _EMPTY_MESSAGE.format(module=self, prop="trainable_variables")

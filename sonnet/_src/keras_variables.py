@@ -58,11 +58,13 @@ def _is_trainable_leaf(obj: Any) -> bool:
     return isinstance(obj, _KERAS)
 
 
-def _walk(module: tf.Module, predicate: Any) -> tuple[Any, ...]:
+def _walk(module: tf.Module, predicate: Any, recursive: bool = True) -> tuple[Any, ...]:
     # `tf.Module._flatten` is the walk `tf.Module.variables` itself makes (a
     # documented method of `tf.Module`, absent from its type stubs).
     flatten = module._flatten  # pyright: ignore[reportAttributeAccessIssue]
-    return tuple(flatten(predicate=predicate, expand_composites=True))
+    return tuple(
+        flatten(recursive=recursive, predicate=predicate, expand_composites=True)
+    )
 
 
 def variables(module: tf.Module) -> tuple[tf.Variable, ...]:
@@ -77,6 +79,13 @@ def trainable_variables(module: tf.Module) -> tuple[tf.Variable, ...]:
     if not _KERAS:
         _find_keras()
     return _expand(_walk(module, _is_trainable_leaf), trainable=True)
+
+
+def held_variables(module: tf.Module) -> tuple[tf.Variable, ...]:
+    """The variables `module` holds itself, not through its submodules."""
+    if not _KERAS:
+        _find_keras()
+    return _expand(_walk(module, _is_leaf, recursive=False), trainable=False)
 
 
 def _expand(found: tuple[Any, ...], trainable: bool) -> tuple[tf.Variable, ...]:

@@ -153,6 +153,10 @@ class Linear(base.Module):
     # The kernel for each call (`weights.py`): `w`, in the policy's dtype.
     _weight_step: weights.WeightStep = weights.VariableKernel("w")
 
+    # A low-rank adapter (`snt.lora.LoRA`) whose term the call adds to
+    # `inputs @ w`, set by `snt.lora.add`; None (the class default) without.
+    lora: Any = None
+
     def __init__(
         self,
         output_size: int,
@@ -257,6 +261,8 @@ class Linear(base.Module):
             w = self._weight_step(self, dtype)
             try:
                 outputs = _MAT_MUL(a=x, b=w)
+                if self.lora is not None:
+                    outputs = self.lora.add_to(x, outputs, dtype)
                 if self.with_bias:
                     b = self.b if dtype is None else precision.cast(self.b, dtype)
                     outputs = _BIAS_ADD(value=outputs, bias=b)
@@ -274,7 +280,7 @@ class Linear(base.Module):
         Runs in the module's name scope, so traced ops are named `linear/...`.
         Its steps: the policy's (floating inputs to its compute dtype; nothing
         without a policy), build, the weight step (`_weight_step`: the kernel
-        for this call), matmul, bias (cast by the policy), outputs (cast to the
+        for this call), matmul, the adapter's term (`lora`, if any), bias (cast by the policy), outputs (cast to the
         policy's output dtype, if any).
         """
         policy = self._precision
@@ -293,6 +299,8 @@ class Linear(base.Module):
         w = self._weight_step(self, dtype)
         try:
             outputs = tf.matmul(x, w)
+            if self.lora is not None:
+                outputs = self.lora.add_to(x, outputs, dtype)
             if self.with_bias:
                 b = self.b if dtype is None else precision.cast(self.b, dtype)
                 outputs = tf.nn.bias_add(outputs, b)
@@ -326,10 +334,12 @@ class Linear(base.Module):
                     f"{compute_dtype.name} under its `snt.precision` policy)",
                     inputs,
                 ) from error
-        elif dtype != self.w.dtype and not isinstance(inputs, (list, tuple)):
+        elif dtype != (kernel_dtype := weights.kernel_dtype(self, "w")) and not (
+            isinstance(inputs, (list, tuple))
+        ):
             raise errors.invalid_argument_type(
                 "inputs",
-                f"must have dtype {self.w.dtype.name}, the dtype of the first input",
+                f"must have dtype {kernel_dtype.name}, the dtype of the first input",
                 inputs,
             ) from error
         if shape.rank is not None and shape[-1] not in (None, self.input_size):

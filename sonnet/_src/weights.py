@@ -15,8 +15,12 @@ of each module (`VariableKernel("w")`, `VariableKernel("embeddings")`), is
 the variable itself, cast once when the policy's dtype differs.
 
 This is where features that change the weight plug in, without another copy
-of the call: a low-rank adapter returns `w + a @ b`, int8 weights return
-`int8_values * scales` in `dtype`. Set such a step on one module
+of the call: int8 weights (`snt.int8`, `Int8Kernel` below) return
+`int8_values * scales` in `dtype`. (Low-rank adapters, `snt.lora`, do not:
+a step returning `w + a @ b` would make training compute the gradient of that
+whole kernel, the full `[input_size, output_size]` weight gradient, which is
+what LoRA avoids; `snt.Linear` and the attention projections add the
+adapter's term `(x @ a) @ b` to the product instead.) Set such a step on one module
 (`module._weight_step = step`, an attribute assignment, so a step that is a
 `tf.Module` is tracked and its variables belong to the module's checkpoint)
 or on a subclass. The step runs on every call, eagerly or while tracing: keep
@@ -31,6 +35,9 @@ from typing import Any, Protocol
 import tensorflow as tf
 
 from sonnet._src import precision
+
+_CAST = tf.raw_ops.Cast
+_MUL = tf.raw_ops.Mul
 
 
 class WeightStep(Protocol):
@@ -64,3 +71,37 @@ class VariableKernel:
 
     def __repr__(self) -> str:
         return f"VariableKernel({self.attribute!r})"
+
+
+class Int8Kernel:
+    """The weight step of int8 weights: `values * scales` in `dtype`.
+
+    `values` (the module's variable `attribute`, int8) and `scales` (its
+    `attribute + "_scale"`, float, broadcasting against the values: one per
+    output channel) are set by `snt.int8.quantize`. Without a dtype the
+    kernel is in the scales' dtype.
+    """
+
+    __slots__ = ("attribute",)
+
+    def __init__(self, attribute: str):
+        self.attribute = attribute
+
+    def __call__(self, module: Any, dtype: tf.DType | None) -> Any:
+        values = getattr(module, self.attribute)
+        scales = getattr(module, self.attribute + "_scale")
+        if dtype is None:
+            dtype = scales.dtype
+        else:
+            scales = precision.cast(scales, dtype)
+        return _MUL(x=_CAST(x=values, DstT=dtype), y=scales)
+
+    def __repr__(self) -> str:
+        return f"Int8Kernel({self.attribute!r})"
+
+
+def kernel_dtype(module: Any, attribute: str) -> tf.DType:
+    """The dtype the kernel `attribute` of `module` computes in without a policy:
+    the variable's, or its scales' when it holds int8 values (`Int8Kernel`)."""
+    scales = getattr(module, attribute + "_scale", None)
+    return (getattr(module, attribute) if scales is None else scales).dtype

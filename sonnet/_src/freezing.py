@@ -1,0 +1,136 @@
+"""`snt.freeze` / `snt.unfreeze`: keep a module tree out of `trainable_variables`.
+
+Freezing marks a module and every module in its tree at that moment (its
+submodules, depth first) as frozen. A variable that a frozen module holds
+itself (an attribute of it, or inside a list, tuple or dict attribute, or a
+Keras layer or variable held that way) is then left out of the
+`trainable_variables` of every `snt.Module` whose tree contains it: the frozen
+module's own, its parents', the model's. Nothing else changes: the
+variables keep their `trainable` flag, names, `variables` order and
+checkpoint paths, so a frozen model saves and restores as before. Modules
+added to a frozen tree later (a LoRA adapter, say) are not frozen.
+
+The mark is a plain attribute in the instance `__dict__` (`_snt_frozen`),
+outside `tf.Module`'s tracking and checkpoints; pickle and copy carry it. Its
+value says who froze the module: True for `freeze`, or a short tag for a
+feature that freezes and later unfreezes only what it froze (`snt.lora`).
+
+Until the first `freeze`, `trainable_variables` does not look for marks at
+all (one global read); after it, each call also walks the tree's modules.
+Plain `tf.Module` parents (not `snt.Module`s) keep `tf.Module`'s own walk,
+which does not know about freezing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import errors, keras_variables
+
+# The instance attribute holding the mark.
+KEY = "_snt_frozen"
+
+# Whether any module was ever frozen (in this process); until then
+# `trainable_variables` skips the search for marks.
+ACTIVE = False
+
+
+def _check_module(argument: str, module: Any) -> tf.Module:
+    if not isinstance(module, tf.Module):
+        raise errors.bad_type(argument, "must be a `tf.Module` (e.g. an `snt.Module`)", module)
+    return module
+
+
+def tree(module: tf.Module) -> tuple[tf.Module, ...]:
+    """`module` and its submodules (each once, `tf.Module`'s order)."""
+    return (module, *module.submodules)
+
+
+def mark(modules: Iterable[tf.Module], value: Any) -> None:
+    """Sets the freeze mark of each of `modules` to `value` (None: removes it)."""
+    global ACTIVE
+    for module in modules:
+        if value is None:
+            vars(module).pop(KEY, None)
+        else:
+            vars(module)[KEY] = value
+            ACTIVE = True
+
+
+def freeze(module: Any) -> Any:
+    """Freezes `module` and its submodules: their variables stop being trained.
+
+    The variables that the module and its submodules hold are left out of
+    `trainable_variables` of every `snt.Module` containing them (this one
+    too), so the usual loop, `optimizer.apply(grads,
+    model.trainable_variables)`, leaves them unchanged. Variable names,
+    `variables` and checkpoints do not change. Submodules added later are not
+    frozen. Undo with `snt.unfreeze`.
+
+    Args:
+      module: A `tf.Module` (an `snt.Module`, say), built or not.
+
+    Returns:
+      `module`, for chaining.
+
+    >>> mlp = snt.nets.MLP([4, 2])
+    >>> _ = mlp(tf.ones([1, 3]))
+    >>> _ = snt.freeze(mlp.layers[0])
+    >>> [v.name for v in mlp.trainable_variables]
+    ['mlp/linear_1/b:0', 'mlp/linear_1/w:0']
+    >>> len(mlp.variables)
+    4
+    """
+    mark(tree(_check_module("module", module)), True)
+    return module
+
+
+def unfreeze(module: Any) -> Any:
+    """Undoes `snt.freeze` for `module` and its submodules.
+
+    Args:
+      module: A `tf.Module`.
+
+    Returns:
+      `module`, for chaining.
+
+    >>> linear = snt.Linear(2)
+    >>> _ = linear(tf.ones([1, 3]))
+    >>> len(snt.freeze(linear).trainable_variables)
+    0
+    >>> len(snt.unfreeze(linear).trainable_variables)
+    2
+    """
+    mark(tree(_check_module("module", module)), None)
+    return module
+
+
+def is_frozen(module: Any) -> bool:
+    """Whether `module` itself is marked frozen (by `snt.freeze` or `snt.lora`).
+
+    >>> snt.is_frozen(snt.freeze(snt.Linear(2)))
+    True
+    """
+    return bool(vars(_check_module("module", module)).get(KEY))
+
+
+def frozen_ids(modules: Iterable[tf.Module]) -> set[int]:
+    """`id`s of the variables held by the frozen ones of `modules`."""
+    found: set[int] = set()
+    for module in modules:
+        if vars(module).get(KEY):
+            found.update(id(v) for v in keras_variables.held_variables(module))
+    return found
+
+
+def drop_frozen(
+    root: tf.Module, found: Sequence[tf.Variable]
+) -> Sequence[tf.Variable]:
+    """`found` (variables of `root`'s tree) without those frozen modules hold."""
+    frozen = frozen_ids(tree(root))
+    if not frozen:
+        return found
+    return tuple(v for v in found if id(v) not in frozen)

@@ -1,0 +1,113 @@
+"""`snt.int8`: int8 weights with per-output-channel scales, for inference.
+
+`snt.int8.quantize(model)` replaces the float weights of the chosen
+`snt.Linear`s (`w`, including `snt.MultiHeadAttention`'s projections) and
+`snt.Embed`s (`embeddings`) of a trained model by int8 values and float
+scales, symmetric and per output channel:
+
+    scale[j] = max_i |w[i, j]| / 127        values = round(w / scale)
+
+(a Linear's output channel `j` is a column of `w`; an Embed's is a row of
+the table, one scale per id). The variables keep their names (`.../w` now
+holds int8 values, `.../w_scale` the scales, both not trainable), so the
+model's checkpoint and `snt.summary` show about a quarter of the weight
+bytes. Each call multiplies by `values * scales`, in the policy's compute
+dtype under `snt.precision` (the module's weight step, `weights.Int8Kernel`):
+the arithmetic is float, so this saves memory and bandwidth for storing and
+loading weights, not compute. Rounding moves each weight by at most half a
+step (`scale / 2`); outputs typically differ from float32's by well under 1%
+of their scale. Biases, norms and every other variable stay float.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import embed, errors, linear, module_filter, weights
+
+# The modules that can hold int8 weights, and the attribute of each that does.
+_ATTRIBUTE = {linear.Linear: "w", embed.Embed: "embeddings"}
+# The axis a scale covers (reduced over): a Linear's rows (one scale per
+# column, its output channel), an Embed's columns (one scale per id).
+_REDUCED_AXIS = {linear.Linear: 0, embed.Embed: 1}
+
+
+def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any]:
+    """Converts the Linear and Embed weights of a built module tree to int8.
+
+    Args:
+      module: A built `tf.Module`, e.g. a trained `snt.nets.MLP` or
+        `snt.nets.Transformer` (an `snt.Linear` or `snt.Embed` itself works).
+      types: Only convert the layers that are, or sit inside, an instance of
+        this class (or tuple of classes). Default None: any.
+      pattern: Only convert the layers whose name path (their variables'
+        name prefix) contains a match of this regular expression. Default
+        None: any.
+
+    Returns:
+      The converted modules, in `tf.Module`'s walk order.
+
+    Raises:
+      ValueError: if the tree has no Linear or Embed with float weights that
+        the filters choose (none at all, already int8, not built yet), or one
+        inside an `snt.LayerStack`. Nothing is changed then.
+
+    >>> mlp = snt.nets.MLP([16, 3])
+    >>> x = tf.random.normal([8, 4], seed=1)
+    >>> before = mlp(x)
+    >>> _ = snt.int8.quantize(mlp)
+    >>> mlp.layers[0].w.dtype, mlp.layers[0].w_scale.shape
+    (tf.int8, TensorShape([16]))
+    >>> float(tf.reduce_max(tf.abs(mlp(x) - before))) < 0.02
+    True
+    """
+    kinds = tuple(_ATTRIBUTE)
+    chosen = module_filter.select(module, kinds, types, pattern)
+    todo = []
+    for layer in chosen:
+        kind = linear.Linear if isinstance(layer, linear.Linear) else embed.Embed
+        attribute = _ATTRIBUTE[kind]
+        weight = getattr(layer, attribute, None)
+        if isinstance(weight, tf.Variable) and weight.dtype.is_floating:
+            todo.append((layer, kind, attribute, weight))
+    if not todo:
+        built = [m for m in chosen if getattr(m, _ATTRIBUTE[_kind(m)], None) is not None]
+        expected = (
+            "must have float Linear or Embed weights to convert; they are all "
+            "int8 already"
+            if built
+            else "must be built first (call it once): its Linears and Embeds have "
+            "no weights yet"
+        )
+        raise errors.bad_value("module", expected, module)
+    for layer, kind, attribute, weight in todo:
+        values, scales = _quantize(weight, _REDUCED_AXIS[kind])
+        with layer.name_scope:
+            setattr(
+                layer,
+                attribute,
+                tf.Variable(values, trainable=False, name=attribute),
+            )
+            setattr(
+                layer,
+                attribute + "_scale",
+                tf.Variable(scales, trainable=False, name=attribute + "_scale"),
+            )
+        vars(layer)["_weight_step"] = weights.Int8Kernel(attribute)
+    return [layer for layer, *_ in todo]
+
+
+def _kind(layer: Any) -> type:
+    return linear.Linear if isinstance(layer, linear.Linear) else embed.Embed
+
+
+def _quantize(weight: tf.Variable, axis: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Symmetric int8 values and float scales of `weight`, per slice along `axis`."""
+    w = tf.convert_to_tensor(weight)
+    largest = tf.reduce_max(tf.abs(w), axis=axis, keepdims=axis == 1)
+    # A zero column (or row) keeps scale 1: its values are all 0 anyway.
+    scales = tf.where(largest > 0, largest / 127.0, tf.ones_like(largest))
+    values = tf.cast(tf.clip_by_value(tf.round(w / scales), -127.0, 127.0), tf.int8)
+    return values, scales

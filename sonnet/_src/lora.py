@@ -1,0 +1,479 @@
+"""`snt.lora`: low-rank adapters (LoRA) on the `snt.Linear`s of a trained model.
+
+`snt.lora.add(model, rank)` gives each chosen `snt.Linear` an adapter
+(`linear.lora`, an `snt.lora.LoRA` holding `a: [input_size, rank]` and
+`b: [rank, output_size]`) and freezes the model (`snt.freeze`) except the
+adapters, so that
+
+    outputs = inputs @ w + b + (alpha / rank) * (inputs @ a) @ b_lora
+
+(Hu et al., "LoRA: Low-Rank Adaptation of Large Language Models", 2021) and
+`model.trainable_variables` are the adapters' variables only. `a` starts
+random and `b_lora` at zero: the adapted model starts equal to the model.
+
+How it runs: the adapter's term is added to the product `inputs @ w` by the
+module's call (`snt.Linear` and the projections of `snt.MultiHeadAttention`,
+one attribute read when there is no adapter), not folded into the kernel the
+weight step returns (`weights.py`): the gradient of a folded kernel
+`w + a @ b` is the full `[input_size, output_size]` weight gradient, the
+largest product of a training step, which the low-rank form never computes.
+
+Checkpoints: the adapters are new variables (`.../query/lora/a`), so a
+checkpoint of the plain model restores into the adapted one
+(`tf.train.Checkpoint(model=...).read(path)`, the adapters keep their
+initial values), and `snt.lora.save` / `snt.lora.restore` write and read the
+adapters alone. `snt.lora.merge` folds them into the weights for inference
+(`w += (alpha / rank) * a @ b`), `snt.lora.unmerge` takes them out again and
+`snt.lora.remove` gives back the plain model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import (
+    base,
+    checks,
+    errors,
+    freezing,
+    initializers,
+    linear,
+    module_filter,
+    precision,
+)
+
+# The freeze mark `add` sets (`freezing.py`), so that `remove` unfreezes only
+# what `add` froze.
+_FROZEN_BY_LORA = "lora"
+
+_MAT_MUL = tf.raw_ops.MatMul
+_MUL = tf.raw_ops.Mul
+_ADD = tf.raw_ops.AddV2
+
+
+class LoRA(base.Module):
+    """A low-rank adapter of one `snt.Linear`: `(alpha / rank) * x @ a @ b`.
+
+    Made by `snt.lora.add`, which sets it as the layer's `lora` attribute;
+    the layer adds the adapter's term to its product `x @ w` on every call
+    (until `snt.lora.merge` folds it into `w`).
+
+    Args:
+      input_size: The layer's input size (rows of `a`).
+      output_size: The layer's output size (columns of `b`).
+      rank: Inner size of the product, at least 1 and at most
+        `min(input_size, output_size)`.
+      alpha: Scale numerator; the term is scaled by `alpha / rank`. Default
+        None means `rank` (a scale of 1), so a change of rank does not change
+        the scale of the initial updates' effect by itself.
+      a_init: Initializer for `a`. Default None means uniform with the
+        variance of LeCun's fan-in scaling (`1 / input_size`), so `x @ a` has
+        about the scale of `x`.
+      dtype: Dtype of `a` and `b`: the layer's weights' dtype (float32 under
+        a `snt.precision` policy: adapters train in float32 and compute in
+        the policy's dtype). Default float32.
+      name: Module name (default `lora`).
+
+    Attributes:
+      a: `[input_size, rank]`, random at first.
+      b: `[rank, output_size]`, zeros at first.
+      merged: Whether `snt.lora.merge` has folded the adapter into its layer's
+        weights (then the layer does not add the term).
+
+    >>> adapter = snt.lora.LoRA(input_size=4, output_size=3, rank=2)
+    >>> adapter(tf.ones([5, 4])).shape
+    TensorShape([5, 3])
+    >>> float(tf.reduce_sum(tf.abs(adapter(tf.ones([5, 4])))))  # `b` is zero.
+    0.0
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        rank: int,
+        alpha: float | None = None,
+        a_init: Callable[[Any, Any], Any] | None = None,
+        dtype: Any = tf.float32,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        input_size = checks.size("input_size", input_size)
+        output_size = checks.size("output_size", output_size)
+        self.rank = check_rank(rank, input_size, output_size)
+        self.alpha = float(self.rank) if alpha is None else check_alpha(alpha)
+        checks.initializer("a_init", a_init)
+        dtype = checks.dtype("dtype", dtype, floating=True)
+        if a_init is None:
+            a_init = initializers.VarianceScaling(1.0, "fan_in", "uniform")
+        self.input_size = input_size
+        self.output_size = output_size
+        self.merged = False
+        self.a = tf.Variable(
+            linear.initial_value("a_init", a_init, [input_size, self.rank], dtype),
+            name="a",
+        )
+        self.b = tf.Variable(tf.zeros([self.rank, output_size], dtype), name="b")
+
+    @property
+    def scale(self) -> float:
+        """`alpha / rank`, the factor of the adapter's term."""
+        return self.alpha / self.rank
+
+    def __call__(self, inputs: Any) -> tf.Tensor:
+        """The adapter's term for `inputs` `[..., input_size]`: `[..., output_size]`."""
+        x = tf.convert_to_tensor(inputs)
+        return self._term(x, None if x.dtype == self.a.dtype else x.dtype)
+
+    @base.no_name_scope
+    def _term(self, x: tf.Tensor, dtype: tf.DType | None) -> tf.Tensor:
+        a = self.a if dtype is None else precision.cast(self.a, dtype)
+        b = self.b if dtype is None else precision.cast(self.b, dtype)
+        if x.shape.rank == 2:
+            low = _MAT_MUL(a=x, b=a)
+        else:
+            low = tf.matmul(x, a)
+        scale = self.scale
+        if scale != 1.0:
+            low = _MUL(x=low, y=tf.constant(scale, low.dtype))
+        return _MAT_MUL(a=low, b=b) if x.shape.rank == 2 else tf.matmul(low, b)
+
+    @base.no_name_scope
+    def add_to(self, x: tf.Tensor, outputs: tf.Tensor, dtype: tf.DType | None) -> tf.Tensor:
+        """`outputs` (the layer's `x @ w`) plus the term, unless merged.
+
+        `dtype`: the compute dtype of the layer's policy (None: as stored).
+        """
+        if self.merged:
+            return outputs
+        return _ADD(x=outputs, y=self._term(x, dtype))
+
+    @base.no_name_scope
+    def delta(self) -> tf.Tensor:
+        """`(alpha / rank) * a @ b`: what merging adds to the layer's `w`."""
+        return tf.matmul(self.a, self.b) * tf.constant(self.scale, self.a.dtype)
+
+
+def check_rank(rank: Any, input_size: int, output_size: int) -> int:
+    rank = checks.size("rank", rank)
+    smaller = min(input_size, output_size)
+    if rank > smaller:
+        raise errors.bad_value(
+            "rank",
+            f"must be at most {smaller}, the smaller dimension of a "
+            f"[{input_size}, {output_size}] weight",
+            rank,
+        )
+    return rank
+
+
+def check_alpha(alpha: Any) -> float:
+    value = checks.real("alpha", alpha)
+    if not math.isfinite(value) or value <= 0:
+        raise errors.bad_value("alpha", "must be a positive finite number", alpha)
+    return value
+
+
+def add(
+    module: Any,
+    rank: int,
+    alpha: float | None = None,
+    *,
+    types: Any = None,
+    pattern: Any = None,
+    a_init: Callable[[Any, Any], Any] | None = None,
+) -> dict[str, LoRA]:
+    """Adds low-rank adapters to the `snt.Linear`s of a built module tree.
+
+    Each chosen `snt.Linear` (the module itself, or any in its tree: those of
+    `snt.nets.MLP`, `snt.MultiHeadAttention`'s projections, a Transformer's
+    blocks) gets an adapter `linear.lora` (see `snt.lora.LoRA`), and the
+    whole tree is frozen (`snt.freeze`) except the adapters: the usual
+    training loop over `module.trainable_variables` trains the adapters only
+    and leaves every other variable unchanged. The model's outputs do not
+    change until the adapters are trained (`b` starts at zero). Functions
+    traced before must be traced again to see the adapters.
+
+    Args:
+      module: A built `tf.Module` (called at least once): its weights must
+        exist to size the adapters.
+      rank: Inner size of each adapter, from 1 to the smaller dimension of
+        every chosen weight.
+      alpha: The term is scaled by `alpha / rank`. Default None means `rank`
+        (a scale of 1).
+      types: Only adapt the Linears that are, or sit inside, an instance of
+        this class (or tuple of classes), e.g. `snt.MultiHeadAttention`.
+        Default None: any.
+      pattern: Only adapt the Linears whose name path (the prefix of their
+        variables' names, e.g. `"transformer/block_0/attention/query"`)
+        contains a match of this regular expression (`re.search`). Default
+        None: any.
+      a_init: Initializer of each adapter's `a` (see `snt.lora.LoRA`).
+
+    Returns:
+      The new adapters by name path of their layer (as `snt.lora.adapters`).
+
+    Raises:
+      ValueError: for a rank below 1 or above a chosen weight's smaller
+        dimension, filters that choose nothing, a module not built yet or
+        without Linears, a Linear that already has an adapter, or one inside
+        an `snt.LayerStack`. Nothing is changed then.
+      TypeError: for arguments of the wrong type.
+
+    >>> mlp = snt.nets.MLP([8, 2])
+    >>> x = tf.ones([4, 3])
+    >>> before = mlp(x)
+    >>> adapters = snt.lora.add(mlp, rank=2)
+    >>> sorted(adapters)
+    ['mlp/linear_0', 'mlp/linear_1']
+    >>> [v.name for v in mlp.trainable_variables]
+    ['mlp/linear_0/lora/a:0', 'mlp/linear_0/lora/b:0', 'mlp/linear_1/lora/a:0', 'mlp/linear_1/lora/b:0']
+    >>> bool(tf.reduce_all(mlp(x) == before))
+    True
+    """
+    layers = module_filter.select(module, (linear.Linear,), types, pattern)
+    if alpha is not None:
+        alpha = check_alpha(alpha)
+    checks.initializer("a_init", a_init)
+    rank = checks.size("rank", rank)
+    for layer in layers:
+        name = module_filter.name_path(layer)
+        if getattr(layer, "w", None) is None:
+            raise errors.bad_value(
+                "module",
+                f"must be built first (call it once): `{name}` has no weights yet",
+                module,
+            )
+        if layer.lora is not None:
+            raise errors.bad_value(
+                "module",
+                f"must not have adapters already: `{name}` has one (remove them "
+                "first with `snt.lora.remove`)",
+                module,
+            )
+        input_size, output_size = layer.w.shape.as_list()
+        try:
+            check_rank(rank, input_size, output_size)
+        except ValueError as e:
+            raise errors.bad_value(
+                "rank",
+                f"must be at most {min(input_size, output_size)}, the smaller "
+                f"dimension of the weight of `{name}`, [{input_size}, {output_size}]",
+                rank,
+            ) from e
+    # Everything is checked: from here on nothing fails halfway.
+    freezing.mark(
+        [m for m in freezing.tree(module) if not vars(m).get(freezing.KEY)],
+        _FROZEN_BY_LORA,
+    )
+    added: dict[str, LoRA] = {}
+    for layer in layers:
+        input_size, output_size = layer.w.shape.as_list()
+        dtype = _adapter_dtype(layer)
+        with layer.name_scope:
+            adapter = LoRA(
+                input_size, output_size, rank, alpha, a_init, dtype, name="lora"
+            )
+        layer.lora = adapter
+        added[module_filter.name_path(layer)] = adapter
+    return added
+
+
+def _adapter_dtype(layer: linear.Linear) -> tf.DType:
+    """The dtype the layer's kernel is computed in (its scales' if int8)."""
+    dtype = getattr(layer, "w_scale", layer.w).dtype
+    return dtype if dtype.is_floating else tf.float32
+
+
+def _adapted(module: Any) -> list[linear.Linear]:
+    """The Linears of `module`'s tree that have an adapter (ValueError if none)."""
+    if not isinstance(module, tf.Module):
+        raise errors.bad_type("module", "must be a `tf.Module` (e.g. an `snt.Module`)", module)
+    found = [
+        m
+        for m in freezing.tree(module)
+        if isinstance(m, linear.Linear) and m.lora is not None
+    ]
+    if not found:
+        raise errors.bad_value(
+            "module", "must have LoRA adapters (added by `snt.lora.add`)", module
+        )
+    return found
+
+
+def adapters(module: Any) -> dict[str, LoRA]:
+    """The adapters in `module`'s tree, by name path of their layer.
+
+    A dict of `tf.Module`s, so `tf.train.Checkpoint(adapters=...)` saves
+    the adapters alone (or use `snt.lora.save`).
+
+    >>> linear = snt.Linear(4)
+    >>> _ = linear(tf.ones([1, 4]))
+    >>> _ = snt.lora.add(linear, rank=1)
+    >>> snt.lora.adapters(linear)
+    {'linear': LoRA(input_size=4, output_size=4, rank=1, dtype=tf.float32, name='lora')}
+    """
+    return {module_filter.name_path(m): m.lora for m in _adapted(module)}
+
+
+def merge(module: Any) -> None:
+    """Folds each adapter into its layer's weights: `w += (alpha / rank) * a @ b`.
+
+    The outputs stay the same (up to float rounding) and cost a plain
+    Linear's. The adapters stay, marked merged (their layers no longer add
+    their terms), until `snt.lora.unmerge` takes them out of the weights
+    again, or `snt.lora.remove(module, keep_merged=True)` drops them, leaving
+    a plain model with the adapted weights. Merge for inference or export,
+    not for training. Merged is Python state, not saved in checkpoints: save
+    a merged model after removing its adapters.
+
+    Raises:
+      ValueError: if the tree has no adapters, or they are merged already, or
+        a layer's weights are int8 (`snt.int8.quantize`: merge before
+        quantizing). Nothing is changed then.
+    """
+    layers = _adapted(module)
+    for layer in layers:
+        name = module_filter.name_path(layer)
+        if layer.lora.merged:
+            raise errors.bad_value(
+                "module",
+                f"must have unmerged adapters: `{name}`'s is merged already",
+                module,
+            )
+        if not layer.w.dtype.is_floating:
+            raise errors.bad_value(
+                "module",
+                f"must have floating point weights to merge into: `{name}` has "
+                f"{layer.w.dtype.name} weights (merge before `snt.int8.quantize`)",
+                module,
+            )
+    for layer in layers:
+        layer.w.assign_add(tf.cast(layer.lora.delta(), layer.w.dtype))
+        layer.lora.merged = True
+
+
+def unmerge(module: Any) -> None:
+    """Takes merged adapters out of the weights again: `w -= (alpha / rank) * a @ b`.
+
+    Raises:
+      ValueError: if the tree has no adapters or they are not merged.
+    """
+    layers = _adapted(module)
+    for layer in layers:
+        if not layer.lora.merged:
+            raise errors.bad_value(
+                "module",
+                f"must have merged adapters: `{module_filter.name_path(layer)}`'s "
+                "is not merged",
+                module,
+            )
+    for layer in layers:
+        layer.w.assign_sub(tf.cast(layer.lora.delta(), layer.w.dtype))
+        layer.lora.merged = False
+
+
+def remove(module: Any, *, keep_merged: bool = False) -> None:
+    """Removes the adapters and unfreezes what `snt.lora.add` froze.
+
+    Args:
+      module: The tree `snt.lora.add` adapted.
+      keep_merged: What to do with merged adapters. Default False: take them
+        out of the weights first, giving back the plain model as it was
+        before `add`. True: keep the merged weights (a plain model with the
+        fine-tuned weights, whose checkpoint has the original's layout).
+
+    Raises:
+      ValueError: if the tree has no adapters.
+
+    >>> linear = snt.Linear(2)
+    >>> _ = linear(tf.ones([1, 2]))
+    >>> _ = snt.lora.add(linear, rank=1)
+    >>> snt.lora.remove(linear)
+    >>> linear.lora is None, len(linear.trainable_variables)
+    (True, 2)
+    """
+    keep_merged = checks.flag("keep_merged", keep_merged)
+    layers = _adapted(module)
+    for layer in layers:
+        if layer.lora.merged and not keep_merged:
+            layer.w.assign_sub(tf.cast(layer.lora.delta(), layer.w.dtype))
+        del layer.lora
+    freezing.mark(
+        [m for m in freezing.tree(module) if vars(m).get(freezing.KEY) == _FROZEN_BY_LORA],
+        None,
+    )
+
+
+def save(module: Any, path: str) -> str:
+    """Writes the adapters of `module`'s tree alone to a checkpoint at `path`.
+
+    Returns:
+      The checkpoint's path (as `tf.train.Checkpoint.write`).
+    """
+    return tf.train.Checkpoint(adapters=adapters(module)).write(path)
+
+
+def restore(module: Any, path: str) -> None:
+    """Reads adapters written by `snt.lora.save` into `module`'s adapters.
+
+    Every adapter of the tree must be in the checkpoint with the same shapes
+    (same rank, same layer sizes), and the checkpoint must hold no others;
+    everything is checked before any value is read into a variable.
+
+    Raises:
+      ValueError: naming the first variable missing or of another shape.
+    """
+    found = adapters(module)
+    reader = tf.train.load_checkpoint(path)
+    shapes = reader.get_variable_to_shape_map()
+    planned: list[tuple[tf.Variable, str]] = []
+    expected: set[str] = set()
+    for name, adapter in found.items():
+        for attribute in ("a", "b"):
+            variable = getattr(adapter, attribute)
+            key = checkpoint_key(name, attribute)
+            expected.add(key)
+            where = f"{name}/lora/{attribute}"
+            if key not in shapes:
+                raise errors.bad_value(
+                    "path",
+                    f"must hold the adapter variable `{where}` of `module`, which "
+                    "it does not (adapters saved from another model or filter?)",
+                    path,
+                )
+            if list(shapes[key]) != variable.shape.as_list():
+                raise errors.bad_value(
+                    "path",
+                    f"must hold `{where}` with shape {variable.shape.as_list()} "
+                    f"(rank {adapter.rank}), not {list(shapes[key])} (adapters of "
+                    "another rank or layer size)",
+                    path,
+                )
+            planned.append((variable, key))
+    extra = sorted(
+        k for k in shapes if k.startswith("adapters/") and k not in expected
+    )
+    if extra:
+        raise errors.bad_value(
+            "path",
+            f"must hold only adapters `module` has; it also holds `{extra[0]}`",
+            path,
+        )
+    values = [reader.get_tensor(key) for _, key in planned]
+    for (variable, _), value in zip(planned, values):
+        variable.assign(tf.cast(value, variable.dtype))
+
+
+def _escape(name: str) -> str:
+    # TensorFlow's escaping of object names in checkpoint keys.
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def checkpoint_key(name: str, attribute: str) -> str:
+    """The key of adapter variable `attribute` of layer `name` in `save`'s file."""
+    return f"adapters/{_escape(name)}/{attribute}/.ATTRIBUTES/VARIABLE_VALUE"

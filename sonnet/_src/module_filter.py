@@ -1,0 +1,135 @@
+"""Choosing modules of a tree by kind, enclosing type and name: `snt.lora`, `snt.int8`.
+
+Both features change some modules of a trained tree (its `snt.Linear`s, its
+`snt.Embed`s) and take the same two optional filters: `types`, a class (or
+tuple of classes) that the module itself or one of the modules enclosing it
+must be an instance of (`snt.MultiHeadAttention`: only the attention
+projections), and `pattern`, a regular expression searched (`re.search`) in
+the module's name path, the prefix of its variables' names
+(`"transformer/block_0/attention/query"`). A module reachable twice is chosen
+once. Modules inside an `snt.LayerStack` hold stacked weights and are refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import tensorflow as tf
+
+from sonnet._src import errors, keras_variables, layer_stack
+
+
+def name_path(module: tf.Module) -> str:
+    """The prefix of `module`'s variable names, e.g. `"mlp/linear_0"`."""
+    return module.name_scope.name.rstrip("/")
+
+
+def check_types(types: Any) -> tuple[type, ...] | None:
+    """`types` as a tuple of classes (None: any)."""
+    if types is None:
+        return None
+    found = types if isinstance(types, tuple) else (types,)
+    if not found or not all(isinstance(t, type) for t in found):
+        raise errors.bad_type(
+            "types", "must be a class, a non-empty tuple of classes, or None", types
+        )
+    return found
+
+
+def check_pattern(pattern: Any) -> re.Pattern[str] | None:
+    """`pattern` compiled (None: any name)."""
+    if pattern is None or isinstance(pattern, re.Pattern):
+        return pattern
+    if not isinstance(pattern, str):
+        raise errors.bad_type(
+            "pattern", "must be a regular expression (a str) or None", pattern
+        )
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise errors.bad_value(
+            "pattern", f"must be a valid regular expression ({e})", pattern
+        ) from e
+
+
+def select(
+    module: Any,
+    kinds: tuple[type, ...],
+    types: Any = None,
+    pattern: Any = None,
+) -> list[tf.Module]:
+    """The instances of `kinds` in `module`'s tree (itself included) that pass
+    the filters, in `tf.Module`'s walk order.
+
+    Raises a `ValueError` naming `types` or `pattern` when the tree has
+    instances of `kinds` but the filters leave none, and one naming `module`
+    when it has none at all (saying so when the module is not built yet).
+    """
+    if not isinstance(module, tf.Module):
+        raise errors.bad_type("module", "must be a `tf.Module` (e.g. an `snt.Module`)", module)
+    wanted_types = check_types(types)
+    wanted_names = check_pattern(pattern)
+    # Paths (attribute names and keys from `module`) locate each module's
+    # enclosing modules; a module reachable twice counts at its first path.
+    by_path: dict[tuple[Any, ...], tf.Module] = {(): module}
+    order: list[tuple[tuple[Any, ...], tf.Module]] = [((), module)]
+    flatten = module._flatten  # pyright: ignore[reportAttributeAccessIssue]
+    for path, found in flatten(with_path=True, predicate=_is_module):
+        by_path.setdefault(path, found)
+        order.append((path, found))
+    seen: set[int] = set()
+    candidates: list[tf.Module] = []
+    chosen: list[tf.Module] = []
+    for path, found in order:
+        if not isinstance(found, kinds) or id(found) in seen:
+            continue
+        seen.add(id(found))
+        enclosing = [by_path[path[:i]] for i in range(len(path)) if path[:i] in by_path]
+        for outer in enclosing:
+            if isinstance(outer, layer_stack.LayerStack):
+                raise errors.bad_value(
+                    "module",
+                    f"must not hold `{name_path(found)}` inside an `snt.LayerStack` "
+                    "(its weights are stacked, one slice per layer); build the "
+                    "model unstacked (e.g. `snt.nets.Transformer(stacked=False)`, "
+                    "converting weights with `snt.nets.copy_transformer_weights`)",
+                    module,
+                )
+        candidates.append(found)
+        if wanted_types is not None and not any(
+            isinstance(m, wanted_types) for m in (*enclosing, found)
+        ):
+            continue
+        if wanted_names is not None and not wanted_names.search(name_path(found)):
+            continue
+        chosen.append(found)
+    kind_names = " or ".join(f"`snt.{k.__name__}`" for k in kinds)
+    if not candidates:
+        if not _has_variables(module):
+            raise errors.bad_value(
+                "module",
+                f"must be built first (call it once): it has no variables yet, "
+                f"so no {kind_names} weights to change",
+                module,
+            )
+        raise errors.bad_value("module", f"must contain a {kind_names}", module)
+    if not chosen:
+        names = ", ".join(name_path(m) for m in candidates[:4])
+        more = ", ..." if len(candidates) > 4 else ""
+        argument = "pattern" if wanted_names is not None else "types"
+        raise errors.bad_value(
+            argument,
+            f"must match at least one of the {len(candidates)} {kind_names} of "
+            f"`module` ({names}{more}); it matches none",
+            pattern if argument == "pattern" else types,
+        )
+    return chosen
+
+
+def _is_module(value: Any) -> bool:
+    return isinstance(value, tf.Module)
+
+
+def _has_variables(module: tf.Module) -> bool:
+    return bool(keras_variables.variables(module))
