@@ -160,96 +160,22 @@ class CharLM(snt.Module):
         return self.head(y), cache
 
 
-def main(args: argparse.Namespace) -> None:
-    tf.random.set_seed(args.seed)
-    text = source_text(args.modules)
-    chars = sorted(set(text))
-    index = {c: i for i, c in enumerate(chars)}
-    data = np.array([index[c] for c in text], dtype=np.int32)
-    split = int(len(data) * 0.9)
-    train_data, valid_data = data[:split], data[split:]
-    vocab_size = len(chars)
-    print(
-        f"text: {len(text)} characters of {', '.join(args.modules)} "
-        f"({vocab_size} distinct); {len(valid_data)} held out"
-    )
-
-    model = CharLM(vocab_size, args)
-    warmup = max(1, args.steps // 20)
+def make_optimizer(learning_rate: float, steps: int) -> Any:
+    """AdamW with a warm-up (5% of `steps`) + cosine learning-rate schedule."""
+    warmup = max(1, steps // 20)
     schedule = snt.optimizers.schedules.WarmupCosine(
-        args.learning_rate, warmup, max(1, args.steps - warmup), alpha=0.1
+        learning_rate, warmup, max(1, steps - warmup), alpha=0.1
     )
-    optimizer = snt.optimizers.AdamW(schedule, weight_decay=0.01)
-    # Traced on a spec, nothing run: this also builds the model.
-    spec = tf.TensorSpec([args.batch_size, args.context], tf.int32)
-    table = str(snt.summary(model, spec, is_training=True))
-    print(table)
-    writer = tools.tensorboard(args.logdir)
-    tools.write_table("model/summary", table)
+    return snt.optimizers.AdamW(schedule, weight_decay=0.01)
 
-    def xent(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
-        )
 
-    @tf.function
-    def train_step(tokens: tf.Tensor) -> tf.Tensor:
-        inputs, targets = tokens[:, :-1], tokens[:, 1:]
-        with tf.GradientTape() as tape:
-            loss = xent(model(inputs, is_training=True), targets)
-        params = model.trainable_variables
-        optimizer.apply(tape.gradient(loss, params), params)
-        return loss
+def make_sampler(model: CharLM, length: int, temperature: float) -> Any:
+    """A `tf.function(prompt [B, P], seed)` -> `(tokens [B, length], logits)`.
 
-    @tf.function
-    def eval_loss(tokens: tf.Tensor) -> tf.Tensor:
-        return xent(model(tokens[:, :-1]), tokens[:, 1:])
-
-    rng = np.random.default_rng(args.seed)
-    window = np.arange(args.context + 1)
-
-    def random_batch() -> np.ndarray:
-        starts = rng.integers(0, len(train_data) - len(window), args.batch_size)
-        return train_data[starts[:, None] + window]
-
-    start = time.perf_counter()
-    losses: list[float] = []
-    with tools.progress(args.steps) as bar:
-        for step in bar:
-            losses.append(float(train_step(random_batch())))
-            if step % 25 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
-            if (step + 1) % 10 == 0:
-                tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
-    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
-
-    # Held-out text in consecutive windows; the baseline predicts every
-    # character from its frequency in the training text.
-    count = (len(valid_data) - 1) // args.context
-    windows = np.stack(
-        [
-            valid_data[i * args.context : (i + 1) * args.context + 1]
-            for i in range(count)
-        ]
-    )
-    chunks = [windows[i : i + 64] for i in range(0, count, 64)]
-    valid_loss = float(
-        np.average([eval_loss(c) for c in chunks], weights=[len(c) for c in chunks])
-    )
-    freq = np.bincount(train_data, minlength=vocab_size) + 1.0
-    freq /= freq.sum()
-    baseline = float(-np.mean(np.log(freq[valid_data])))
-    print(
-        f"validation loss: {valid_loss:.3f} nats/char, "
-        f"{valid_loss / math.log(2):.2f} bits/char "
-        f"(character frequencies alone: {baseline:.3f} nats/char)"
-    )
-    tf.summary.scalar("validation/loss", valid_loss, step=args.steps)
-
-    # Sampling: the prompt fills the cache in one call, then each new
-    # character is one call on a single position. The loop runs in the graph.
-    prompt = np.array([[index.get(c, 0) for c in args.prompt]], dtype=np.int32)
-    length = args.sample_length
+    The prompt fills the decoding cache in one call, then each new character
+    is one call on a single position; the loop runs in the graph. `logits`
+    `[B, length, vocab]` are those each sampled character was drawn from.
+    """
 
     @tf.function
     def sample(prompt: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -265,13 +191,145 @@ def main(args: argparse.Namespace) -> None:
         for i in tf.range(length):
             all_logits = all_logits.write(i, next_logits)
             token = tf.random.stateless_categorical(
-                next_logits / args.temperature, 1, seed=[seed, i], dtype=tf.int32
+                next_logits / temperature, 1, seed=[seed, i], dtype=tf.int32
             )
             tokens = tokens.write(i, token[:, 0])
             logits, cache = model(token, cache=cache)
             next_logits = logits[:, -1]
         return tf.transpose(tokens.stack()), tf.transpose(all_logits.stack(), [1, 0, 2])
 
+    return sample
+
+
+def encode(text: str, chars: list[str]) -> np.ndarray:
+    """`text` as indices into `chars` (each character of `text` must be there)."""
+    index = {c: i for i, c in enumerate(chars)}
+    return np.array([index[c] for c in text], dtype=np.int32)
+
+
+def xent(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    """Mean cross-entropy (nats per character) of `logits` for `targets`."""
+    return tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
+    )
+
+
+def train(
+    model: snt.Module,
+    optimizer: Any,
+    data: np.ndarray,
+    steps: int,
+    batch_size: int,
+    context: int,
+    rng: np.random.Generator,
+    desc: str = "training",
+    tag: str = "train/loss",
+) -> list[float]:
+    """Trains `model.trainable_variables` on random windows of `data`.
+
+    Each step predicts every next character of `batch_size` windows of
+    `context + 1` characters; the mean training loss of every 10 steps is
+    logged to TensorBoard as `tag`. Returns each step's loss.
+    """
+
+    @tf.function
+    def train_step(tokens: tf.Tensor) -> tf.Tensor:
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        with tf.GradientTape() as tape:
+            loss = xent(model(inputs, is_training=True), targets)
+        params = model.trainable_variables
+        optimizer.apply(tape.gradient(loss, params), params)
+        return loss
+
+    window = np.arange(context + 1)
+
+    def random_batch() -> np.ndarray:
+        starts = rng.integers(0, len(data) - len(window), batch_size)
+        return data[starts[:, None] + window]
+
+    losses: list[float] = []
+    with tools.progress(steps, desc) as bar:
+        for step in bar:
+            losses.append(float(train_step(random_batch())))
+            if step % 25 == 0:
+                bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
+            if (step + 1) % 10 == 0:
+                tf.summary.scalar(tag, np.mean(losses[-10:]), step=step + 1)
+    return losses
+
+
+def held_out_windows(data: np.ndarray, context: int) -> np.ndarray:
+    """`data` cut into consecutive windows of `context + 1` characters."""
+    count = (len(data) - 1) // context
+    return np.stack(
+        [data[i * context : (i + 1) * context + 1] for i in range(count)]
+    )
+
+
+def evaluate(model: snt.Module, windows: np.ndarray) -> float:
+    """Mean loss (nats/char) of `model` predicting each window's next characters.
+
+    Traced anew on each call, so it sees the model as it is now.
+    """
+
+    @tf.function
+    def eval_loss(tokens: tf.Tensor) -> tf.Tensor:
+        return xent(model(tokens[:, :-1]), tokens[:, 1:])
+
+    chunks = [windows[i : i + 64] for i in range(0, len(windows), 64)]
+    return float(
+        np.average([eval_loss(c) for c in chunks], weights=[len(c) for c in chunks])
+    )
+
+
+def main(args: argparse.Namespace) -> None:
+    tf.random.set_seed(args.seed)
+    text = source_text(args.modules)
+    chars = sorted(set(text))
+    index = {c: i for i, c in enumerate(chars)}
+    data = encode(text, chars)
+    split = int(len(data) * 0.9)
+    train_data, valid_data = data[:split], data[split:]
+    vocab_size = len(chars)
+    print(
+        f"text: {len(text)} characters of {', '.join(args.modules)} "
+        f"({vocab_size} distinct); {len(valid_data)} held out"
+    )
+
+    model = CharLM(vocab_size, args)
+    optimizer = make_optimizer(args.learning_rate, args.steps)
+    # Traced on a spec, nothing run: this also builds the model.
+    spec = tf.TensorSpec([args.batch_size, args.context], tf.int32)
+    table = str(snt.summary(model, spec, is_training=True))
+    print(table)
+    writer = tools.tensorboard(args.logdir)
+    tools.write_table("model/summary", table)
+
+    rng = np.random.default_rng(args.seed)
+    start = time.perf_counter()
+    losses = train(
+        model, optimizer, train_data, args.steps, args.batch_size, args.context, rng
+    )
+    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
+
+    # Held-out text in consecutive windows; the baseline predicts every
+    # character from its frequency in the training text.
+    windows = held_out_windows(valid_data, args.context)
+    valid_loss = evaluate(model, windows)
+    freq = np.bincount(train_data, minlength=vocab_size) + 1.0
+    freq /= freq.sum()
+    baseline = float(-np.mean(np.log(freq[valid_data])))
+    print(
+        f"validation loss: {valid_loss:.3f} nats/char, "
+        f"{valid_loss / math.log(2):.2f} bits/char "
+        f"(character frequencies alone: {baseline:.3f} nats/char)"
+    )
+    tf.summary.scalar("validation/loss", valid_loss, step=args.steps)
+
+    # Sampling: the prompt fills the cache in one call, then each new
+    # character is one call on a single position. The loop runs in the graph.
+    prompt = np.array([[index.get(c, 0) for c in args.prompt]], dtype=np.int32)
+    sample = make_sampler(model, args.sample_length, args.temperature)
     generated, sampled_logits = sample(prompt, tf.constant(args.seed))
     text_out = args.prompt + "".join(chars[i] for i in generated.numpy()[0])
     print(f"sampled text:\n{'-' * 60}\n{text_out}\n{'-' * 60}")

@@ -106,6 +106,8 @@ _MODULES = {
     "transformer_step": "bench.workloads.transformer",
     "decode_tokens": "bench.workloads.transformer",
     "mha_eager_overhead": "bench.workloads.transformer",
+    "lora_step": "bench.workloads.finetune",
+    "int8_inference": "bench.workloads.finetune",
     "transformer48_first_result": "bench.workloads.deep",
     "transformer48_step": "bench.workloads.deep",
     "utilisation": "bench.workloads.utilisation",

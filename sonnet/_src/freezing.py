@@ -76,12 +76,13 @@ def freeze(module: Any) -> Any:
     Returns:
       `module`, for chaining.
 
-    >>> mlp = snt.nets.MLP([4, 2])
-    >>> _ = mlp(tf.ones([1, 3]))
-    >>> _ = snt.freeze(mlp.layers[0])
-    >>> [v.name for v in mlp.trainable_variables]
-    ['mlp/linear_1/b:0', 'mlp/linear_1/w:0']
-    >>> len(mlp.variables)
+    >>> encoder, head = snt.Linear(4, name="encoder"), snt.Linear(2, name="head")
+    >>> model = snt.Sequential([encoder, head])
+    >>> _ = model(tf.ones([1, 3]))
+    >>> _ = snt.freeze(encoder)
+    >>> [v.name for v in model.trainable_variables]
+    ['head/b:0', 'head/w:0']
+    >>> len(model.variables)
     4
     """
     mark(tree(_check_module("module", module)), True)

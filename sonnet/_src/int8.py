@@ -57,9 +57,9 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
     >>> mlp = snt.nets.MLP([16, 3])
     >>> x = tf.random.normal([8, 4], seed=1)
     >>> before = mlp(x)
-    >>> _ = snt.int8.quantize(mlp)
-    >>> mlp.layers[0].w.dtype, mlp.layers[0].w_scale.shape
-    (tf.int8, TensorShape([16]))
+    >>> layers = snt.int8.quantize(mlp)
+    >>> [(layer.w.dtype, layer.w_scale.shape) for layer in layers]
+    [(tf.int8, TensorShape([16])), (tf.int8, TensorShape([3]))]
     >>> float(tf.reduce_max(tf.abs(mlp(x) - before))) < 0.02
     True
     """

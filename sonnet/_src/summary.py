@@ -27,6 +27,7 @@ from sonnet._src import (
     checks,
     errors,
     flops,
+    freezing,
     keras_variables,
     tf_compat,
     variable_table,
@@ -70,7 +71,8 @@ class SummaryRow:
       outputs: `(label, tf.TensorSpec)` per tensor in the call's outputs;
         the label is the nearest dict key or namedtuple field, or "".
       trainable: Parameters (scalars) in the module's trainable variables.
-      non_trainable: Parameters in its other variables (e.g. moving averages).
+      non_trainable: Parameters in its other variables (e.g. moving averages,
+        or variables of modules frozen with `snt.freeze`).
       bytes: Memory of all its variables.
       flops: Floating-point operations of one run of this call (see
         `snt.summary`), including the calls it makes.
@@ -100,7 +102,7 @@ class Summary:
         the calls it makes).
       variables: Every variable of the recorded modules, each once.
       trainable: Parameters in the trainable `variables`.
-      non_trainable: Parameters in the others.
+      non_trainable: Parameters in the others (frozen modules' included).
       bytes: Memory of `variables`.
       flops: Floating-point operations of one call of the summarised
         function, loops counted once per iteration where known.
@@ -341,6 +343,14 @@ class _Recording:
         rows = []
         paths: dict[int, str] = {}
         counts: dict[int, int] = {}
+        # Variables of frozen modules (`snt.freeze`, `snt.lora`) count as
+        # non-trainable: they are not in `trainable_variables`.
+        frozen: set[int] = set()
+        if freezing.ACTIVE:
+            modules = {id(r.module): r.module for r in self.calls}
+            for module in modules.values():
+                if isinstance(module, tf.Module):
+                    frozen |= freezing.frozen_ids(freezing.tree(module))
         for record in self.calls:
             # `tf.function` traces twice when the first trace creates
             # variables with `tf.Variable` (not in an init scope): the rows
@@ -352,7 +362,7 @@ class _Recording:
             variables = _variables(record.module)
             for v in variables:
                 unique.setdefault(v.ref(), v)
-            trainable, non_trainable, size = _sizes(variables)
+            trainable, non_trainable, size = _sizes(variables, frozen)
             rows.append(
                 SummaryRow(
                     path=paths[id(record)],
@@ -371,7 +381,7 @@ class _Recording:
             )
         total_flops = counter.count(graph.get_operations())
         variables = tuple(unique.values())
-        trainable, non_trainable, size = _sizes(variables)
+        trainable, non_trainable, size = _sizes(variables, frozen)
         return Summary(
             rows=tuple(rows),
             variables=variables,
@@ -477,11 +487,13 @@ def _variables(module: Any) -> list[tf.Variable]:
     return list(unique.values())
 
 
-def _sizes(variables: Sequence[tf.Variable]) -> tuple[int, int, int]:
+def _sizes(
+    variables: Sequence[tf.Variable], frozen: set[int]
+) -> tuple[int, int, int]:
     trainable = non_trainable = size = 0
     for v in variables:
         count = v.shape.num_elements() or 0
-        if v.trainable:
+        if v.trainable and id(v) not in frozen:
             trainable += count
         else:
             non_trainable += count

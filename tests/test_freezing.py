@@ -1,0 +1,173 @@
+"""`snt.freeze` / `snt.unfreeze` / `snt.is_frozen`."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import sonnet as snt
+
+
+def _mlp() -> snt.nets.MLP:
+    mlp = snt.nets.MLP([4, 3, 2])
+    mlp(tf.ones([1, 5]))
+    return mlp
+
+
+def _layer(mlp: snt.nets.MLP, i: int) -> snt.Linear:
+    return [m for m in mlp.submodules if isinstance(m, snt.Linear)][i]
+
+
+def _names(variables) -> list[str]:
+    return [v.name for v in variables]
+
+
+def test_frozen_submodule_leaves_trainable_variables_of_enclosing_modules():
+    mlp = _mlp()
+    before = _names(mlp.trainable_variables)
+    assert snt.freeze(_layer(mlp, 1)) is _layer(mlp, 1)
+    assert _names(mlp.trainable_variables) == [
+        n for n in before if "linear_1" not in n
+    ]
+    # `variables`, names and trainable flags are unchanged.
+    assert len(mlp.variables) == 6
+    assert all(v.trainable for v in mlp.variables)
+    # The frozen module's own list is empty, without the empty-module error.
+    assert _layer(mlp, 1).trainable_variables == ()
+    assert snt.is_frozen(_layer(mlp, 1)) and not snt.is_frozen(mlp)
+    snt.unfreeze(_layer(mlp, 1))
+    assert _names(mlp.trainable_variables) == before
+
+
+def test_freezing_a_tree_marks_every_submodule_and_later_modules_are_not():
+    mlp = _mlp()
+    snt.freeze(mlp)
+    assert all(snt.is_frozen(m) for m in (mlp, *mlp.submodules))
+    assert mlp.trainable_variables == ()
+    # A module added later is trainable (what LoRA adapters rely on).
+    mlp.extra = snt.Bias()
+    mlp.extra(tf.ones([1, 2]))
+    assert _names(mlp.trainable_variables) == ["bias/b:0"]
+    snt.unfreeze(mlp)
+    assert len(mlp.trainable_variables) == 7
+
+
+def test_training_leaves_frozen_variables_unchanged():
+    mlp = _mlp()
+    snt.freeze(_layer(mlp, 0))
+    frozen = [v.numpy() for v in _layer(mlp, 0).variables]
+    others = [v.numpy() for v in _layer(mlp, 2).variables]
+    optimizer = snt.optimizers.SGD(0.1)
+    x = tf.random.normal([8, 5], seed=0)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(mlp(x) ** 2)
+        params = mlp.trainable_variables
+        optimizer.apply(tape.gradient(loss, params), params)
+    for v, value in zip(_layer(mlp, 0).variables, frozen):
+        np.testing.assert_array_equal(v.numpy(), value)
+    assert any(
+        not np.array_equal(v.numpy(), value)
+        for v, value in zip(_layer(mlp, 2).variables, others)
+    )
+
+
+def test_checkpoints_and_names_do_not_change(tmp_path):
+    mlp = _mlp()
+    path = tf.train.Checkpoint(model=mlp).write(str(tmp_path / "plain"))
+    snt.freeze(mlp)
+    frozen_path = tf.train.Checkpoint(model=mlp).write(str(tmp_path / "frozen"))
+    assert tf.train.list_variables(path) == tf.train.list_variables(frozen_path)
+    fresh = _mlp()
+    tf.train.Checkpoint(model=fresh).read(frozen_path).assert_consumed()
+    for a, b in zip(mlp.variables, fresh.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_shared_variable_is_frozen_if_a_frozen_module_holds_it():
+    shared = tf.Variable(1.0, name="shared")
+
+    class Holder(snt.Module):
+        def __init__(self, name=None):
+            super().__init__(name=name)
+            self.v = shared
+
+        def __call__(self, x):
+            return x * self.v
+
+    a, b = Holder(name="a"), Holder(name="b")
+    parent = snt.Sequential([a, b])
+    snt.freeze(b)
+    assert _names(parent.variables) == ["shared:0"]
+    assert parent.trainable_variables == ()
+    snt.unfreeze(b)
+    assert _names(parent.trainable_variables) == ["shared:0"]
+
+
+def test_keras_layers_held_by_a_frozen_module_are_frozen():
+    class Head(snt.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2)
+            self.scale = tf.Variable(1.0, name="scale")
+
+        def __call__(self, x):
+            return self.dense(x) * self.scale
+
+    head = Head()
+    head(tf.ones([1, 3]))
+    outer = snt.Sequential([head, snt.Linear(2)])
+    outer(tf.ones([1, 3]))
+    snt.freeze(head)
+    names = _names(outer.trainable_variables)
+    assert len(names) == 2 and all(n.startswith("linear/") for n in names)
+    assert len(outer.variables) == 5
+
+
+def test_summary_counts_frozen_parameters_as_non_trainable():
+    mlp = _mlp()
+    snt.freeze(_layer(mlp, 0))
+    result = snt.summary(mlp, tf.TensorSpec([1, 5]))
+    assert result.trainable == 4 * 3 + 3 + 3 * 2 + 2
+    assert result.non_trainable == 5 * 4 + 4
+    rows = {row.path: row for row in result.rows}
+    assert rows["mlp/linear_0"].trainable == 0
+
+
+@pytest.mark.parametrize("clone", [pickle.loads, copy.deepcopy])
+def test_pickle_and_copy_keep_the_mark(clone):
+    mlp = _mlp()
+    snt.freeze(_layer(mlp, 0))
+    other = clone(pickle.dumps(mlp)) if clone is pickle.loads else clone(mlp)
+    assert snt.is_frozen(_layer(other, 0)) and not snt.is_frozen(_layer(other, 1))
+    assert len(other.trainable_variables) == 4
+
+
+def test_tf_function_step_trains_only_unfrozen():
+    mlp = _mlp()
+    snt.freeze(_layer(mlp, 1))
+    before = _layer(mlp, 1).w.numpy()
+    optimizer = snt.optimizers.Adam(0.1)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(mlp(x) ** 2)
+        params = mlp.trainable_variables
+        optimizer.apply(tape.gradient(loss, params), params)
+        return loss
+
+    step(tf.ones([2, 5]))
+    np.testing.assert_array_equal(_layer(mlp, 1).w.numpy(), before)
+    assert len(optimizer.m) == 4
+
+
+@pytest.mark.parametrize("function", [snt.freeze, snt.unfreeze, snt.is_frozen])
+def test_bad_module(function):
+    with pytest.raises(TypeError, match=r"`module` must be a `tf.Module`.*Received: "):
+        function([snt.Linear(2)])
