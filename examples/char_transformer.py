@@ -269,10 +269,11 @@ def held_out_windows(data: np.ndarray, context: int) -> np.ndarray:
 def evaluate(model: snt.Module, windows: np.ndarray) -> float:
     """Mean loss (nats/char) of `model` predicting each window's next characters.
 
-    Traced anew on each call, so it sees the model as it is now.
+    Traced anew on each call (once, whatever the windows' number), so it
+    sees the model as it is now.
     """
 
-    @tf.function
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def eval_loss(tokens: tf.Tensor) -> tf.Tensor:
         return xent(model(tokens[:, :-1]), tokens[:, 1:])
 
