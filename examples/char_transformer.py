@@ -215,7 +215,7 @@ def xent(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
 
 
 def train(
-    model: snt.Module,
+    model: CharLM,
     optimizer: Any,
     data: np.ndarray,
     steps: int,
@@ -261,12 +261,10 @@ def train(
 def held_out_windows(data: np.ndarray, context: int) -> np.ndarray:
     """`data` cut into consecutive windows of `context + 1` characters."""
     count = (len(data) - 1) // context
-    return np.stack(
-        [data[i * context : (i + 1) * context + 1] for i in range(count)]
-    )
+    return np.stack([data[i * context : (i + 1) * context + 1] for i in range(count)])
 
 
-def evaluate(model: snt.Module, windows: np.ndarray) -> float:
+def evaluate(model: CharLM, windows: np.ndarray) -> float:
     """Mean loss (nats/char) of `model` predicting each window's next characters.
 
     Traced anew on each call (once, whatever the windows' number), so it

@@ -177,6 +177,75 @@ def test_deep_model_rows_and_targets(tmp_path: Path) -> None:
         assert target["ratio"] == pytest.approx(expected)
 
 
+FINETUNE_WORKLOADS = ("lora_step", "int8_inference")
+
+
+def test_finetune_rows_and_targets(tmp_path: Path) -> None:
+    # `snt.lora` and `snt.int8` rows: two configurations of ours each (LoRA
+    # against full fine-tuning with a row target; int8 against float32 for
+    # information, with their time and byte ratios as value rows).
+    out = tmp_path / "results.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only"]
+        + [",".join(FINETUNE_WORKLOADS), "--json", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "lora_step: rank-8 adapters 4,608 parameters" in completed.stderr
+    report = json.loads(out.read_text())
+    assert report["errors"] == {}
+    rows = {row["row"]: row for row in report["rows"]}
+    assert list(rows) == [
+        "lora_step",
+        "lora_step_full",
+        "lora_params",
+        "int8_inference",
+        "int8_inference_f32",
+        "int8_inference_mlp",
+        "int8_inference_mlp_f32",
+        "int8_time_ratio",
+        "int8_time_ratio_mlp",
+        "int8_bytes",
+        "int8_bytes_mlp",
+    ]
+    for row in rows.values():
+        assert set(row["impls"]) == {"ours"}, row["row"]
+        assert row["impls"]["ours"]["median"] > 0, row["row"]
+    value = {name: row["impls"]["ours"]["median"] for name, row in rows.items()}
+    # QUICK: 1 block of width 32; 6 Linears with rank-8 adapters.
+    assert value["lora_params"] == pytest.approx(4608 / 12768)
+    # Weights in int8 plus float scales, biases and norms: just over a quarter.
+    assert 0.25 < value["int8_bytes_mlp"] < 0.26
+    assert 0.25 < value["int8_bytes"] < 0.31
+    for suffix in ("", "_mlp"):
+        samples = rows[f"int8_time_ratio{suffix}"]["impls"]["ours"]["samples"]
+        int8 = rows[f"int8_inference{suffix}"]["impls"]["ours"]["samples"]
+        f32 = rows[f"int8_inference{suffix}_f32"]["impls"]["ours"]["samples"]
+        assert samples == pytest.approx([a / b for a, b in zip(int8, f32)])
+    (target,) = report["targets"]
+    assert (target["row"], target["other"], target["other_row"]) == (
+        "lora_step",
+        "ours",
+        "lora_step_full",
+    )
+    assert target["limit"] == 0.8
+    assert target["ratio"] == pytest.approx(
+        value["lora_step"] / value["lora_step_full"]
+    )
+
+
+def test_lora_parameter_counts_match_the_closed_form() -> None:
+    sys.path.insert(0, str(ROOT))
+    from bench.workloads import finetune, transformer
+
+    # Full size: 24 adapters of rank 8 on the 3.16 M-parameter Transformer.
+    assert finetune.parameter_counts(transformer.FULL, 8) == (147_456, 3_159_552)
+
+
 def test_unknown_workload_is_rejected() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "bench", "--only", "no_such_workload"],

@@ -271,6 +271,112 @@ def test_char_transformer_rejects_a_width_not_divisible_by_the_heads(tmp_path):
     assert "--width (30) must be a multiple of --heads" in result.stderr
 
 
+def lora_numbers(stdout: str) -> dict[str, float]:
+    """The parameter counts and losses `char_transformer_lora.py` prints."""
+    patterns = {
+        "total": r"^parameters: ([\d,]+) total, ([\d,]+) trainable$",
+        "adapted": r"^parameters: ([\d,]+) total, ([\d,]+) trainable \(the adapters",
+        "pretrained": r"^pretrained model: held-out loss ([0-9.]+) nats/char on "
+        r"the new text \(([0-9.]+) on its own\)",
+        "tuned": r"^fine-tuned: held-out loss ([0-9.]+) nats/char",
+        "merged": r"^merged \(snt.lora.merge\): held-out loss ([0-9.]+) nats/char",
+        "removed": r"^snt.lora.remove: held-out loss ([0-9.]+) .*"
+        r"snt.lora.restore: ([0-9.]+)",
+    }
+    numbers = {}
+    for name, pattern in patterns.items():
+        match = re.search(pattern, stdout, re.MULTILINE)
+        assert match, f"no {name!r} line:\n{stdout}"
+        for i, value in enumerate(match.groups()):
+            numbers[f"{name}_{i}"] = float(value.replace(",", ""))
+    return numbers
+
+
+def test_char_transformer_lora(tmp_path):
+    stdout = run_example("char_transformer_lora.py", tmp_path)
+    assert_quiet_progress(last_stderr)
+    assert re.search(r"^pretraining: \d+/60 steps, ", last_stderr, re.MULTILINE)
+    n = lora_numbers(stdout)
+    # Before `snt.lora.add` every parameter trains; after it only the
+    # adapters, which are all the parameters it added.
+    assert n["total_0"] == n["total_1"] > 0
+    assert 0 < n["adapted_1"] < 0.25 * n["total_0"]
+    assert n["adapted_0"] == n["total_0"] + n["adapted_1"]
+    fraction = f"{n['adapted_1'] / n['total_0']:.1%}"
+    assert f"(the adapters: {fraction} of the model's" in stdout
+    # 1 Transformer block: attention's 4 projections, the MLP's 2, the head.
+    assert re.search(r"snt.lora.add\(rank=4, alpha=4\): 7 adapters", stdout)
+    assert n["tuned_0"] < n["pretrained_0"] - 0.05  # Fine-tuning helps.
+    assert re.search(r"base weights unchanged: (\d+) of \1 variables", stdout)
+    assert n["merged_0"] == pytest.approx(n["tuned_0"], abs=2e-3)
+    assert n["removed_0"] == pytest.approx(n["pretrained_0"], abs=2e-3)
+    assert n["removed_1"] == pytest.approx(n["tuned_0"], abs=2e-3)
+    assert "sampled text:\n" in stdout
+    out = tmp_path / "out"
+    assert_png(out / "loss.png")
+    assert (out / "sample.txt").read_text(encoding="utf-8").startswith("def ")
+    assert (out / "adapters" / "lora.index").is_file()
+    logs = tensorboard_logs(out / "logs")
+    assert len(logs["pretrain/loss"]) == 6 and len(logs["finetune/loss"]) == 10
+    assert logs["finetune/validation_loss"] == [pytest.approx(n["tuned_0"], abs=1e-3)]
+
+    # The pretrained checkpoint it wrote, read back instead of pretraining
+    # (as one of `char_transformer.py` would be), gives the same model.
+    stdout = run_example(
+        "char_transformer_lora.py",
+        tmp_path,
+        "--checkpoint",
+        "out/pretrained",
+        "--steps",
+        "10",
+        "--rank",
+        "2",
+        "--pattern",
+        "attention",
+    )
+    assert "pretrained model read from out/pretrained/ckpt-1" in stdout
+    assert "pretraining:" not in last_stderr
+    again = lora_numbers(stdout)
+    assert again["pretrained_0"] == n["pretrained_0"]
+    assert again["pretrained_1"] == n["pretrained_1"]
+    assert re.search(r"snt.lora.add\(rank=2, alpha=2\): 4 adapters", stdout)
+    assert again["adapted_1"] < n["adapted_1"]
+
+    # A model of another size does not fit the checkpoint: the run says so.
+    command = [sys.executable, str(EXAMPLES / "char_transformer_lora.py"), "--quick"]
+    command += ["--width", "64", "--checkpoint", "out/pretrained"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1, result.stderr
+    assert "does not fit the model" in result.stderr
+    assert "give the --modules, --width, --layers and --heads" in result.stderr
+
+
+def test_char_transformer_lora_help_answers_without_importing_tensorflow(tmp_path):
+    # It imports char_transformer.py (and so TensorFlow) after its parsing.
+    fake = tmp_path / "fake" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('TensorFlow imported')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"))
+    command = [sys.executable, str(EXAMPLES / "char_transformer_lora.py"), "--help"]
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    for option in ["--checkpoint PATH", "--rank", "--alpha", "--quick", "--steps"]:
+        assert option in result.stdout
+
+
+def test_char_transformer_lora_rejects_a_rank_above_the_width(tmp_path):
+    command = [sys.executable, str(EXAMPLES / "char_transformer_lora.py")]
+    command += ["--quick", "--rank", "33"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "--rank (33) must be from 1 to --width (32)" in result.stderr
+
+
 def test_worker_launcher_stops_the_others_when_one_fails(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", datasets)
     monkeypatch.setitem(sys.modules, "plots", _load("plots"))

@@ -125,7 +125,24 @@ class LoRA(base.Module):
         return self.alpha / self.rank
 
     def __call__(self, inputs: Any) -> tf.Tensor:
-        """The adapter's term for `inputs` `[..., input_size]`: `[..., output_size]`."""
+        """The adapter's term on its own, `(alpha / rank) * inputs @ a @ b`.
+
+        Args:
+          inputs: `[..., input_size]` floating point inputs (rank >= 2); in
+            another dtype than the adapter's, `a` and `b` are cast to it.
+
+        Returns:
+          `[..., output_size]`, in the dtype of `inputs`.
+        """
+        shape, dtype = linear.shape_and_dtype(inputs)
+        if shape.rank is not None and shape.rank < 2:
+            raise errors.bad_value("inputs", "must have rank >= 2", shape)
+        if not dtype.is_floating:
+            raise errors.bad_type("inputs", "must have a floating point dtype", inputs)
+        if shape.rank is not None and shape[-1] not in (None, self.input_size):
+            raise errors.bad_value(
+                "inputs", f"must have last dimension {self.input_size}", shape
+            )
         x = tf.convert_to_tensor(inputs)
         return self._term(x, None if x.dtype == self.a.dtype else x.dtype)
 
@@ -150,6 +167,8 @@ class LoRA(base.Module):
         """
         if self.merged:
             return outputs
+        if not isinstance(x, tf.Tensor):  # NumPy arrays, lists: as the matmul did.
+            x = tf.convert_to_tensor(x, outputs.dtype)
         return _ADD(x=outputs, y=self._term(x, dtype))
 
     @base.no_name_scope

@@ -79,6 +79,7 @@ def select(
         by_path.setdefault(path, found)
         order.append((path, found))
     seen: set[int] = set()
+    typed: set[int] = set()  # Candidates that pass the `types` filter.
     candidates: list[tf.Module] = []
     chosen: list[tf.Module] = []
     for path, found in order:
@@ -101,6 +102,7 @@ def select(
             isinstance(m, wanted_types) for m in (*enclosing, found)
         ):
             continue
+        typed.add(id(found))
         if wanted_names is not None and not wanted_names.search(name_path(found)):
             continue
         chosen.append(found)
@@ -117,12 +119,14 @@ def select(
     if not chosen:
         names = ", ".join(name_path(m) for m in candidates[:4])
         more = ", ..." if len(candidates) > 4 else ""
-        argument = "pattern" if wanted_names is not None else "types"
+        # Blame `types` when it alone leaves nothing, else `pattern`.
+        by_types = wanted_types is not None and not typed
+        argument = "types" if by_types or wanted_names is None else "pattern"
         raise errors.bad_value(
             argument,
             f"must match at least one of the {len(candidates)} {kind_names} of "
             f"`module` ({names}{more}); it matches none",
-            pattern if argument == "pattern" else types,
+            types if argument == "types" else pattern,
         )
     return chosen
 
