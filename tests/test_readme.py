@@ -57,6 +57,13 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "replica(s), loss",
         "Keras trains the MLP's own w: True",
         "(2, 10, 64)\n(1, 3, 100)\n(1, 5)",
+        "['head/b:0', 'head/w:0']",
+        "12 adapters, 4,608 of 30,080 parameters trainable",
+        "LoRA loss goes down: True",
+        "merged: True",
+        "plain again: True",
+        "bytes: 0.26 of float32",
+        "close: True",
     ]:
         assert shown in printed, f"README output missing {shown!r}:\n{printed}"
     assert (tmp_path / "saved_mlp" / "saved_model.pb").is_file()
