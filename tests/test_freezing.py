@@ -31,9 +31,7 @@ def test_frozen_submodule_leaves_trainable_variables_of_enclosing_modules():
     mlp = _mlp()
     before = _names(mlp.trainable_variables)
     assert snt.freeze(_layer(mlp, 1)) is _layer(mlp, 1)
-    assert _names(mlp.trainable_variables) == [
-        n for n in before if "linear_1" not in n
-    ]
+    assert _names(mlp.trainable_variables) == [n for n in before if "linear_1" not in n]
     # `variables`, names and trainable flags are unchanged.
     assert len(mlp.variables) == 6
     assert all(v.trainable for v in mlp.variables)

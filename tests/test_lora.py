@@ -54,9 +54,7 @@ def test_linear_matches_numpy_reference():
     np.testing.assert_allclose(linear(x).numpy(), expected, rtol=1e-5, atol=1e-5)
     # The other call path (rank > 2 inputs; traced calls) gives the same.
     x3 = tf.reshape(x, [3, 1, 4])
-    np.testing.assert_allclose(
-        linear(x3).numpy()[:, 0], expected, rtol=1e-5, atol=1e-5
-    )
+    np.testing.assert_allclose(linear(x3).numpy()[:, 0], expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(
         tf.function(linear)(x).numpy(), expected, rtol=1e-5, atol=1e-5
     )
@@ -143,7 +141,7 @@ def test_merge_unmerge_and_remove():
     adapted = model(x).numpy()
     assert not np.allclose(adapted, plain)
     snt.lora.merge(model)
-    assert all(a.merged for a in adapters.values())
+    assert all(bool(a.merged) for a in adapters.values())
     np.testing.assert_allclose(model(x).numpy(), adapted, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(
         tf.function(model)(x).numpy(), adapted, rtol=1e-5, atol=1e-5
@@ -158,6 +156,42 @@ def test_merge_unmerge_and_remove():
     for value, variable in zip(weights, model.variables):
         np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(model(x).numpy(), plain, rtol=1e-5, atol=1e-5)
+
+
+def test_functions_traced_before_a_merge_stay_right():
+    model = _transformer()
+    x = _x(2, 5, 8)
+    _randomize(snt.lora.add(model, rank=2))
+    traced = tf.function(model)
+    adapted = traced(x).numpy()
+    snt.lora.merge(model)
+    np.testing.assert_allclose(traced(x).numpy(), adapted, rtol=1e-5, atol=1e-5)
+    snt.lora.unmerge(model)
+    np.testing.assert_allclose(traced(x).numpy(), adapted, rtol=1e-5, atol=1e-5)
+    # Traced while merged, called after unmerging: still right.
+    snt.lora.merge(model)
+    merged_trace = tf.function(model)
+    merged_trace(x)
+    snt.lora.unmerge(model)
+    np.testing.assert_allclose(merged_trace(x).numpy(), adapted, rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_of_merged_model_restores_as_merged(tmp_path):
+    model = _transformer()
+    x = _x(2, 5, 8)
+    _randomize(snt.lora.add(model, rank=2))
+    adapted = model(x).numpy()
+    snt.lora.merge(model)
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "merged"))
+    other = _transformer()
+    snt.lora.add(other, rank=2)
+    tf.train.Checkpoint(model=other).read(path).assert_consumed()
+    assert all(bool(a.merged) for a in snt.lora.adapters(other).values())
+    np.testing.assert_allclose(other(x).numpy(), adapted, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"`module` must have unmerged adapters to"):
+        snt.lora.restore(other, snt.lora.save(model, str(tmp_path / "a")))
+    snt.lora.unmerge(other)
+    np.testing.assert_allclose(other(x).numpy(), adapted, rtol=1e-5, atol=1e-5)
 
 
 def test_remove_keep_merged_leaves_a_plain_model_with_adapted_weights(tmp_path):
@@ -205,7 +239,7 @@ def test_adapters_alone_save_and_restore(tmp_path):
     adapted = model(x).numpy()
     path = snt.lora.save(model, str(tmp_path / "adapters"))
     names = [n for n, _ in tf.train.list_variables(path) if n.startswith("adapters")]
-    assert len(names) == 24
+    assert len(names) == 36  # a, b and merged of 12 adapters.
     assert all("lora" not in n for n in names)  # Only the adapters' own paths.
     other = _transformer()
     tf.train.Checkpoint(model=other).read(full)
@@ -382,7 +416,9 @@ def test_pickle_and_copy_of_adapted_model(clone):
     model = _transformer()
     _randomize(snt.lora.add(model, rank=2))
     x = _x(2, 5, 8)
-    other = pickle.loads(pickle.dumps(model)) if clone == "pickle" else copy.deepcopy(model)
+    other = (
+        pickle.loads(pickle.dumps(model)) if clone == "pickle" else copy.deepcopy(model)
+    )
     np.testing.assert_allclose(other(x).numpy(), model(x).numpy(), rtol=1e-6)
     assert len(other.trainable_variables) == 24
 
@@ -416,10 +452,22 @@ def _unchanged(model, before) -> None:
         ({"rank": 9}, ValueError, r"`rank` must be at most 8, the smaller dimension"),
         ({"rank": 1.5}, TypeError, r"`rank` must be an integer"),
         ({"rank": 2, "alpha": -1.0}, ValueError, r"`alpha` must be a positive"),
-        ({"rank": 2, "pattern": "nothing"}, ValueError, r"`pattern` must match at least one of the 12"),
-        ({"rank": 2, "pattern": 3}, TypeError, r"`pattern` must be a regular expression"),
+        (
+            {"rank": 2, "pattern": "nothing"},
+            ValueError,
+            r"`pattern` must match at least one of the 12",
+        ),
+        (
+            {"rank": 2, "pattern": 3},
+            TypeError,
+            r"`pattern` must be a regular expression",
+        ),
         ({"rank": 2, "pattern": "("}, ValueError, r"`pattern` must be a valid regular"),
-        ({"rank": 2, "types": snt.Conv2D}, ValueError, r"`types` must match at least one"),
+        (
+            {"rank": 2, "types": snt.Conv2D},
+            ValueError,
+            r"`types` must match at least one",
+        ),
         ({"rank": 2, "types": "Linear"}, TypeError, r"`types` must be a class"),
         ({"rank": 2, "a_init": 3}, TypeError, r"`a_init`"),
     ],
@@ -492,9 +540,13 @@ def test_functions_need_adapters(function):
 
 def test_layer_stack_is_refused():
     model = _transformer(stacked=True)
-    with pytest.raises(ValueError, match=r"`module` must not hold .* inside an `snt.LayerStack`"):
+    with pytest.raises(
+        ValueError, match=r"`module` must not hold .* inside an `snt.LayerStack`"
+    ):
         snt.lora.add(model, rank=1)
-    with pytest.raises(ValueError, match=r"`module` must not hold .* inside an `snt.LayerStack`"):
+    with pytest.raises(
+        ValueError, match=r"`module` must not hold .* inside an `snt.LayerStack`"
+    ):
         snt.int8.quantize(model)
 
 

@@ -40,7 +40,9 @@ ACTIVE = False
 
 def _check_module(argument: str, module: Any) -> tf.Module:
     if not isinstance(module, tf.Module):
-        raise errors.bad_type(argument, "must be a `tf.Module` (e.g. an `snt.Module`)", module)
+        raise errors.bad_type(
+            argument, "must be a `tf.Module` (e.g. an `snt.Module`)", module
+        )
     return module
 
 
@@ -127,9 +129,7 @@ def frozen_ids(modules: Iterable[tf.Module]) -> set[int]:
     return found
 
 
-def drop_frozen(
-    root: tf.Module, found: Sequence[tf.Variable]
-) -> Sequence[tf.Variable]:
+def drop_frozen(root: tf.Module, found: Sequence[tf.Variable]) -> Sequence[tf.Variable]:
     """`found` (variables of `root`'s tree) without those frozen modules hold."""
     frozen = frozen_ids(tree(root))
     if not frozen:

@@ -73,7 +73,9 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
         if isinstance(weight, tf.Variable) and weight.dtype.is_floating:
             todo.append((layer, kind, attribute, weight))
     if not todo:
-        built = [m for m in chosen if getattr(m, _ATTRIBUTE[_kind(m)], None) is not None]
+        built = [
+            m for m in chosen if getattr(m, _ATTRIBUTE[_kind(m)], None) is not None
+        ]
         expected = (
             "must have float Linear or Embed weights to convert; they are all "
             "int8 already"

@@ -280,8 +280,9 @@ class Linear(base.Module):
         Runs in the module's name scope, so traced ops are named `linear/...`.
         Its steps: the policy's (floating inputs to its compute dtype; nothing
         without a policy), build, the weight step (`_weight_step`: the kernel
-        for this call), matmul, the adapter's term (`lora`, if any), bias (cast by the policy), outputs (cast to the
-        policy's output dtype, if any).
+        for this call), matmul, the adapter's term (`lora`, if any), bias
+        (cast by the policy), outputs (cast to the policy's output dtype, if
+        any).
         """
         policy = self._precision
         dtype = None

@@ -53,6 +53,8 @@ _FROZEN_BY_LORA = "lora"
 _MAT_MUL = tf.raw_ops.MatMul
 _MUL = tf.raw_ops.Mul
 _ADD = tf.raw_ops.AddV2
+_CAST = tf.raw_ops.Cast
+_LOGICAL_NOT = tf.raw_ops.LogicalNot
 
 
 class LoRA(base.Module):
@@ -81,8 +83,11 @@ class LoRA(base.Module):
     Attributes:
       a: `[input_size, rank]`, random at first.
       b: `[rank, output_size]`, zeros at first.
-      merged: Whether `snt.lora.merge` has folded the adapter into its layer's
-        weights (then the layer does not add the term).
+      merged: A boolean variable (not trainable): whether `snt.lora.merge`
+        has folded the adapter into its layer's weights, when the term is
+        multiplied by zero. A variable, not a Python flag, so that functions
+        traced before a merge stay right after it, and a checkpoint of a
+        merged model restores as merged.
 
     >>> adapter = snt.lora.LoRA(input_size=4, output_size=3, rank=2)
     >>> adapter(tf.ones([5, 4])).shape
@@ -112,7 +117,7 @@ class LoRA(base.Module):
             a_init = initializers.VarianceScaling(1.0, "fan_in", "uniform")
         self.input_size = input_size
         self.output_size = output_size
-        self.merged = False
+        self.merged = tf.Variable(tf.constant(False), trainable=False, name="merged")
         self.a = tf.Variable(
             linear.initial_value("a_init", a_init, [input_size, self.rank], dtype),
             name="a",
@@ -147,28 +152,41 @@ class LoRA(base.Module):
         return self._term(x, None if x.dtype == self.a.dtype else x.dtype)
 
     @base.no_name_scope
-    def _term(self, x: tf.Tensor, dtype: tf.DType | None) -> tf.Tensor:
+    def _term(
+        self, x: tf.Tensor, dtype: tf.DType | None, gate: bool = False
+    ) -> tf.Tensor:
+        """The term for `x`; `gate`: times zero when merged (read at run time)."""
         a = self.a if dtype is None else precision.cast(self.a, dtype)
         b = self.b if dtype is None else precision.cast(self.b, dtype)
         if x.shape.rank == 2:
             low = _MAT_MUL(a=x, b=a)
         else:
             low = tf.matmul(x, a)
-        scale = self.scale
-        if scale != 1.0:
-            low = _MUL(x=low, y=tf.constant(scale, low.dtype))
+        factor = tf.constant(self.scale, low.dtype)
+        if gate:
+            # `[N, rank]` is the smallest tensor on the way: scale it there.
+            active = _CAST(x=_LOGICAL_NOT(x=self.merged), DstT=low.dtype)
+            factor = _MUL(x=factor, y=active)
+        if gate or self.scale != 1.0:
+            low = _MUL(x=low, y=factor)
         return _MAT_MUL(a=low, b=b) if x.shape.rank == 2 else tf.matmul(low, b)
 
     @base.no_name_scope
-    def add_to(self, x: tf.Tensor, outputs: tf.Tensor, dtype: tf.DType | None) -> tf.Tensor:
+    def add_to(
+        self, x: tf.Tensor, outputs: tf.Tensor, dtype: tf.DType | None
+    ) -> tf.Tensor:
         """`outputs` (the layer's `x @ w`) plus the term, unless merged.
 
         `dtype`: the compute dtype of the layer's policy (None: as stored).
+        Eagerly a merged adapter adds nothing; a traced call adds the term
+        times zero when merged, so that it stays right across merges.
         """
-        if self.merged:
-            return outputs
         if not isinstance(x, tf.Tensor):  # NumPy arrays, lists: as the matmul did.
             x = tf.convert_to_tensor(x, outputs.dtype)
+        if tf.inside_function():
+            return _ADD(x=outputs, y=self._term(x, dtype, gate=True))
+        if self.merged.numpy():
+            return outputs
         return _ADD(x=outputs, y=self._term(x, dtype))
 
     @base.no_name_scope
@@ -249,12 +267,13 @@ def add(
     >>> adapters = snt.lora.add(mlp, rank=2)
     >>> sorted(adapters)
     ['mlp/linear_0', 'mlp/linear_1']
-    >>> [v.name for v in mlp.trainable_variables]
-    ['mlp/linear_0/lora/a:0', 'mlp/linear_0/lora/b:0', 'mlp/linear_1/lora/a:0', 'mlp/linear_1/lora/b:0']
+    >>> [v.name for v in mlp.trainable_variables]  # doctest: +NORMALIZE_WHITESPACE
+    ['mlp/linear_0/lora/a:0', 'mlp/linear_0/lora/b:0',
+     'mlp/linear_1/lora/a:0', 'mlp/linear_1/lora/b:0']
     >>> bool(tf.reduce_all(mlp(x) == before))
     True
     """
-    layers = module_filter.select(module, (linear.Linear,), types, pattern)
+    layers: list[Any] = module_filter.select(module, (linear.Linear,), types, pattern)
     if alpha is not None:
         alpha = check_alpha(alpha)
     checks.initializer("a_init", a_init)
@@ -302,7 +321,7 @@ def add(
     return added
 
 
-def _adapter_dtype(layer: linear.Linear) -> tf.DType:
+def _adapter_dtype(layer: Any) -> tf.DType:
     """The dtype the layer's kernel is computed in (its scales' if int8)."""
     dtype = getattr(layer, "w_scale", layer.w).dtype
     return dtype if dtype.is_floating else tf.float32
@@ -311,7 +330,9 @@ def _adapter_dtype(layer: linear.Linear) -> tf.DType:
 def _adapted(module: Any) -> list[linear.Linear]:
     """The Linears of `module`'s tree that have an adapter (ValueError if none)."""
     if not isinstance(module, tf.Module):
-        raise errors.bad_type("module", "must be a `tf.Module` (e.g. an `snt.Module`)", module)
+        raise errors.bad_type(
+            "module", "must be a `tf.Module` (e.g. an `snt.Module`)", module
+        )
     found = [
         m
         for m in freezing.tree(module)
@@ -343,12 +364,13 @@ def merge(module: Any) -> None:
     """Folds each adapter into its layer's weights: `w += (alpha / rank) * a @ b`.
 
     The outputs stay the same (up to float rounding) and cost a plain
-    Linear's. The adapters stay, marked merged (their layers no longer add
-    their terms), until `snt.lora.unmerge` takes them out of the weights
-    again, or `snt.lora.remove(module, keep_merged=True)` drops them, leaving
-    a plain model with the adapted weights. Merge for inference or export,
-    not for training. Merged is Python state, not saved in checkpoints: save
-    a merged model after removing its adapters.
+    Linear's eagerly. The adapters stay, marked merged (their `merged`
+    variable: functions traced before see it, checkpoints keep it), until
+    `snt.lora.unmerge` takes them out of the weights again, or
+    `snt.lora.remove(module, keep_merged=True)` drops them, leaving a plain
+    model with the adapted weights (a traced call of a merged adapter still
+    computes its small term, times zero: remove the adapters for the plain
+    cost). Merge for inference or export, not for training.
 
     Raises:
       ValueError: if the tree has no adapters, or they are merged already, or
@@ -358,7 +380,7 @@ def merge(module: Any) -> None:
     layers = _adapted(module)
     for layer in layers:
         name = module_filter.name_path(layer)
-        if layer.lora.merged:
+        if bool(layer.lora.merged):
             raise errors.bad_value(
                 "module",
                 f"must have unmerged adapters: `{name}`'s is merged already",
@@ -373,7 +395,7 @@ def merge(module: Any) -> None:
             )
     for layer in layers:
         layer.w.assign_add(tf.cast(layer.lora.delta(), layer.w.dtype))
-        layer.lora.merged = True
+        layer.lora.merged.assign(True)
 
 
 def unmerge(module: Any) -> None:
@@ -384,7 +406,7 @@ def unmerge(module: Any) -> None:
     """
     layers = _adapted(module)
     for layer in layers:
-        if not layer.lora.merged:
+        if not bool(layer.lora.merged):
             raise errors.bad_value(
                 "module",
                 f"must have merged adapters: `{module_filter.name_path(layer)}`'s "
@@ -393,7 +415,7 @@ def unmerge(module: Any) -> None:
             )
     for layer in layers:
         layer.w.assign_sub(tf.cast(layer.lora.delta(), layer.w.dtype))
-        layer.lora.merged = False
+        layer.lora.merged.assign(False)
 
 
 def remove(module: Any, *, keep_merged: bool = False) -> None:
@@ -419,11 +441,15 @@ def remove(module: Any, *, keep_merged: bool = False) -> None:
     keep_merged = checks.flag("keep_merged", keep_merged)
     layers = _adapted(module)
     for layer in layers:
-        if layer.lora.merged and not keep_merged:
+        if bool(layer.lora.merged) and not keep_merged:
             layer.w.assign_sub(tf.cast(layer.lora.delta(), layer.w.dtype))
         del layer.lora
     freezing.mark(
-        [m for m in freezing.tree(module) if vars(m).get(freezing.KEY) == _FROZEN_BY_LORA],
+        [
+            m
+            for m in freezing.tree(module)
+            if vars(m).get(freezing.KEY) == _FROZEN_BY_LORA
+        ],
         None,
     )
 
@@ -442,17 +468,29 @@ def restore(module: Any, path: str) -> None:
 
     Every adapter of the tree must be in the checkpoint with the same shapes
     (same rank, same layer sizes), and the checkpoint must hold no others;
-    everything is checked before any value is read into a variable.
+    everything is checked before any value is read into a variable. Only
+    `a` and `b` are read: the adapters must not be merged (their terms are
+    in the weights then).
 
     Raises:
-      ValueError: naming the first variable missing or of another shape.
+      ValueError: naming the first variable missing or of another shape, or
+        if the adapters are merged.
     """
     found = adapters(module)
+    for name, adapter in found.items():
+        if bool(adapter.merged):
+            raise errors.bad_value(
+                "module",
+                f"must have unmerged adapters to restore into: `{name}`'s is "
+                "merged (`snt.lora.unmerge` first)",
+                module,
+            )
     reader = tf.train.load_checkpoint(path)
     shapes = reader.get_variable_to_shape_map()
     planned: list[tuple[tf.Variable, str]] = []
     expected: set[str] = set()
     for name, adapter in found.items():
+        expected.add(checkpoint_key(name, "merged"))
         for attribute in ("a", "b"):
             variable = getattr(adapter, attribute)
             key = checkpoint_key(name, attribute)
@@ -474,9 +512,7 @@ def restore(module: Any, path: str) -> None:
                     path,
                 )
             planned.append((variable, key))
-    extra = sorted(
-        k for k in shapes if k.startswith("adapters/") and k not in expected
-    )
+    extra = sorted(k for k in shapes if k.startswith("adapters/") and k not in expected)
     if extra:
         raise errors.bad_value(
             "path",

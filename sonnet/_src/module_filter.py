@@ -22,7 +22,8 @@ from sonnet._src import errors, keras_variables, layer_stack
 
 def name_path(module: tf.Module) -> str:
     """The prefix of `module`'s variable names, e.g. `"mlp/linear_0"`."""
-    return module.name_scope.name.rstrip("/")
+    scope: Any = module.name_scope
+    return scope.name.rstrip("/")
 
 
 def check_types(types: Any) -> tuple[type, ...] | None:
@@ -67,7 +68,9 @@ def select(
     when it has none at all (saying so when the module is not built yet).
     """
     if not isinstance(module, tf.Module):
-        raise errors.bad_type("module", "must be a `tf.Module` (e.g. an `snt.Module`)", module)
+        raise errors.bad_type(
+            "module", "must be a `tf.Module` (e.g. an `snt.Module`)", module
+        )
     wanted_types = check_types(types)
     wanted_names = check_pattern(pattern)
     # Paths (attribute names and keys from `module`) locate each module's

@@ -487,9 +487,7 @@ def _variables(module: Any) -> list[tf.Variable]:
     return list(unique.values())
 
 
-def _sizes(
-    variables: Sequence[tf.Variable], frozen: set[int]
-) -> tuple[int, int, int]:
+def _sizes(variables: Sequence[tf.Variable], frozen: set[int]) -> tuple[int, int, int]:
     trainable = non_trainable = size = 0
     for v in variables:
         count = v.shape.num_elements() or 0
