@@ -169,3 +169,33 @@ def test_tf_function_step_trains_only_unfrozen():
 def test_bad_module(function):
     with pytest.raises(TypeError, match=r"`module` must be a `tf.Module`.*Received: "):
         function([snt.Linear(2)])
+
+
+def test_walk_keeps_tf_module_order_with_shared_modules_and_containers():
+    shared = snt.Linear(2, name="shared")
+
+    class Tree(snt.Module):
+        def __init__(self):
+            super().__init__()
+            self.z = [snt.Linear(3, name="z0"), {"b": shared, "a": snt.Linear(2)}]
+            self.m = shared
+            self.scale = tf.Variable(1.0, name="scale")
+            self.fixed = tf.Variable(2.0, trainable=False, name="fixed")
+
+        def __call__(self, x):
+            y = self.z[0](x)
+            return self.m(y) + self.z[1]["a"](y) + shared(y) * self.scale * self.fixed
+
+    tree = Tree()
+    tree(tf.ones([1, 4]))
+    from sonnet._src import freezing, keras_variables
+
+    plain = keras_variables.trainable_variables(tree)
+    walked, dropped = freezing.trainable_variables(tree)
+    assert [v.name for v in walked] == [v.name for v in plain] and not dropped
+    assert len(plain) == 7
+    # Frozen through one holder is frozen everywhere (`shared` is also `m`).
+    snt.freeze(shared)
+    assert [v.name for v in tree.trainable_variables] == [
+        v.name for v in plain if not v.name.startswith("shared/")
+    ]

@@ -441,13 +441,14 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         and frozen layers are only in `variables`. So are the variables of
         modules frozen with `snt.freeze` (or by `snt.lora.add`).
         """
-        result = keras_variables.trainable_variables(self)
-        if freezing.ACTIVE and result:
+        if freezing.ACTIVE:
             # Frozen modules' variables are not trained (`snt.freeze`); a
-            # module with variables, all frozen, has none to train (no error).
-            result = freezing.drop_frozen(self, result)
-            if not result:
+            # module whose variables are all frozen has none (no error).
+            result, dropped = freezing.trainable_variables(self)
+            if dropped:
                 return result
+        else:
+            result = keras_variables.trainable_variables(self)
         if not result and not getattr(self, _ALLOW_EMPTY, False):
             raise ValueError(
                 _EMPTY_MESSAGE.format(module=self, prop="trainable_variables")

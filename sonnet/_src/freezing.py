@@ -120,18 +120,66 @@ def is_frozen(module: Any) -> bool:
     return bool(vars(_check_module("module", module)).get(KEY))
 
 
-def frozen_ids(modules: Iterable[tf.Module]) -> set[int]:
-    """`id`s of the variables held by the frozen ones of `modules`."""
-    found: set[int] = set()
-    for module in modules:
-        if vars(module).get(KEY):
-            found.update(id(v) for v in keras_variables.held_variables(module))
-    return found
+def _holder(modules: dict[tuple[Any, ...], tf.Module], path: tuple[Any, ...]) -> Any:
+    """The module holding the leaf at `path`: the longest module path before it."""
+    for end in range(len(path) - 1, -1, -1):
+        holder = modules.get(path[:end])
+        if holder is not None:
+            return holder
+    return None
 
 
-def drop_frozen(root: tf.Module, found: Sequence[tf.Variable]) -> Sequence[tf.Variable]:
-    """`found` (variables of `root`'s tree) without those frozen modules hold."""
-    frozen = frozen_ids(tree(root))
+def _is_module_or_leaf(value: Any) -> bool:
+    return isinstance(value, tf.Module) or keras_variables.is_leaf(value)
+
+
+def walk(root: tf.Module) -> tuple[list[Any], set[int]]:
+    """One walk of `root`'s tree: its leaves (variables, Keras layers and
+    variables) in `tf.Module`'s order, each once, and the `id`s of the
+    variables a frozen module holds (a Keras object's storage included).
+
+    `tf.Module`'s walk with paths: the holder of a leaf is the module at the
+    longest prefix of its path. A leaf reachable from several modules is
+    frozen when any of them is.
+    """
+    flatten = root._flatten  # pyright: ignore[reportAttributeAccessIssue]
+    modules: dict[tuple[Any, ...], tf.Module] = {(): root}
+    leaves: list[Any] = []
+    seen: set[int] = set()
+    frozen: set[int] = set()
+    for path, leaf in flatten(
+        with_path=True, predicate=_is_module_or_leaf, expand_composites=True
+    ):
+        if isinstance(leaf, tf.Module):
+            modules.setdefault(path, leaf)
+            continue
+        if id(leaf) not in seen:
+            seen.add(id(leaf))
+            leaves.append(leaf)
+        holder = _holder(modules, path)
+        if holder is not None and vars(holder).get(KEY):
+            if isinstance(leaf, tf.Variable):
+                frozen.add(id(leaf))
+            else:
+                frozen.update(id(v) for v in keras_variables.expand((leaf,), False))
+    return leaves, frozen
+
+
+def trainable_variables(root: tf.Module) -> tuple[tuple[tf.Variable, ...], bool]:
+    """`root`'s trainable variables without those frozen modules hold, and
+    whether any variable was left out for that."""
+    if not keras_variables.ready():
+        keras_variables.trainable_variables(root)  # Looks for Keras once.
+    leaves, frozen = walk(root)
+    if all(isinstance(leaf, tf.Variable) for leaf in leaves):
+        found: Sequence[tf.Variable] = [v for v in leaves if v.trainable]
+    else:  # Keras layers decide which of their weights are trainable.
+        found = keras_variables.trainable_variables(root)
     if not frozen:
-        return found
-    return tuple(v for v in found if id(v) not in frozen)
+        return tuple(found), False
+    return tuple(v for v in found if id(v) not in frozen), True
+
+
+def frozen_ids(root: tf.Module) -> set[int]:
+    """`id`s of the variables in `root`'s tree that frozen modules hold."""
+    return walk(root)[1]

@@ -48,8 +48,14 @@ def _find_keras() -> None:
     _LEAVES = (tf.Variable, *found)
 
 
-def _is_leaf(obj: Any) -> bool:
+def is_leaf(obj: Any) -> bool:
+    """Whether the walk keeps `obj`: a `tf.Variable`, a Keras layer or variable."""
     return isinstance(obj, _LEAVES)
+
+
+def ready() -> bool:
+    """Whether Keras' classes are known (or Keras is not imported yet)."""
+    return bool(_KERAS) or "keras" not in sys.modules
 
 
 def _is_trainable_leaf(obj: Any) -> bool:
@@ -58,37 +64,28 @@ def _is_trainable_leaf(obj: Any) -> bool:
     return isinstance(obj, _KERAS)
 
 
-def _walk(module: tf.Module, predicate: Any, recursive: bool = True) -> tuple[Any, ...]:
+def _walk(module: tf.Module, predicate: Any) -> tuple[Any, ...]:
     # `tf.Module._flatten` is the walk `tf.Module.variables` itself makes (a
     # documented method of `tf.Module`, absent from its type stubs).
     flatten = module._flatten  # pyright: ignore[reportAttributeAccessIssue]
-    return tuple(
-        flatten(recursive=recursive, predicate=predicate, expand_composites=True)
-    )
+    return tuple(flatten(predicate=predicate, expand_composites=True))
 
 
 def variables(module: tf.Module) -> tuple[tf.Variable, ...]:
     """All variables of `module` (a `tf.Module`), in the order above."""
     if not _KERAS:
         _find_keras()
-    return _expand(_walk(module, _is_leaf), trainable=False)
+    return expand(_walk(module, is_leaf), trainable=False)
 
 
 def trainable_variables(module: tf.Module) -> tuple[tf.Variable, ...]:
     """The trainable variables of `module`, in the order above."""
     if not _KERAS:
         _find_keras()
-    return _expand(_walk(module, _is_trainable_leaf), trainable=True)
+    return expand(_walk(module, _is_trainable_leaf), trainable=True)
 
 
-def held_variables(module: tf.Module) -> tuple[tf.Variable, ...]:
-    """The variables `module` holds itself, not through its submodules."""
-    if not _KERAS:
-        _find_keras()
-    return _expand(_walk(module, _is_leaf, recursive=False), trainable=False)
-
-
-def _expand(found: tuple[Any, ...], trainable: bool) -> tuple[tf.Variable, ...]:
+def expand(found: tuple[Any, ...], trainable: bool) -> tuple[tf.Variable, ...]:
     """`found` with each Keras layer or variable replaced by its storage."""
     for leaf in found:
         if not isinstance(leaf, tf.Variable):

@@ -350,7 +350,7 @@ class _Recording:
             modules = {id(r.module): r.module for r in self.calls}
             for module in modules.values():
                 if isinstance(module, tf.Module):
-                    frozen |= freezing.frozen_ids(freezing.tree(module))
+                    frozen |= freezing.frozen_ids(module)
         for record in self.calls:
             # `tf.function` traces twice when the first trace creates
             # variables with `tf.Variable` (not in an init scope): the rows
