@@ -38,7 +38,8 @@ KEY = "_snt_frozen"
 ACTIVE = False
 
 
-def _check_module(argument: str, module: Any) -> tf.Module:
+def check_module(module: Any, argument: str = "module") -> tf.Module:
+    """`module`, if it is a `tf.Module` (else a TypeError naming `argument`)."""
     if not isinstance(module, tf.Module):
         raise errors.bad_type(
             argument, "must be a `tf.Module` (e.g. an `snt.Module`)", module
@@ -87,7 +88,7 @@ def freeze(module: Any) -> Any:
     >>> len(model.variables)
     4
     """
-    mark(tree(_check_module("module", module)), True)
+    mark(tree(check_module(module)), True)
     return module
 
 
@@ -107,7 +108,7 @@ def unfreeze(module: Any) -> Any:
     >>> len(snt.unfreeze(linear).trainable_variables)
     2
     """
-    mark(tree(_check_module("module", module)), None)
+    mark(tree(check_module(module)), None)
     return module
 
 
@@ -117,7 +118,7 @@ def is_frozen(module: Any) -> bool:
     >>> snt.is_frozen(snt.freeze(snt.Linear(2)))
     True
     """
-    return bool(vars(_check_module("module", module)).get(KEY))
+    return bool(vars(check_module(module)).get(KEY))
 
 
 def _holder(modules: dict[tuple[Any, ...], tf.Module], path: tuple[Any, ...]) -> Any:

@@ -329,10 +329,7 @@ def _adapter_dtype(layer: Any) -> tf.DType:
 
 def _adapted(module: Any) -> list[linear.Linear]:
     """The Linears of `module`'s tree that have an adapter (ValueError if none)."""
-    if not isinstance(module, tf.Module):
-        raise errors.bad_type(
-            "module", "must be a `tf.Module` (e.g. an `snt.Module`)", module
-        )
+    freezing.check_module(module)
     found = [
         m
         for m in freezing.tree(module)

@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import errors, keras_variables, layer_stack
+from sonnet._src import errors, freezing, keras_variables, layer_stack
 
 
 def name_path(module: tf.Module) -> str:
@@ -67,10 +67,7 @@ def select(
     instances of `kinds` but the filters leave none, and one naming `module`
     when it has none at all (saying so when the module is not built yet).
     """
-    if not isinstance(module, tf.Module):
-        raise errors.bad_type(
-            "module", "must be a `tf.Module` (e.g. an `snt.Module`)", module
-        )
+    freezing.check_module(module)
     wanted_types = check_types(types)
     wanted_names = check_pattern(pattern)
     # Paths (attribute names and keys from `module`) locate each module's
