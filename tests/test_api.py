@@ -38,6 +38,9 @@ SUBMODULES = {
     # Addition of issue 16: float32 variables, bfloat16/float16 compute.
     "precision": "DynamicLossScale Policy apply cast compute_dtype get_policy "
     "variable_dtype",
+    # Additions of issue 27.
+    "lora": "LoRA add adapters merge remove restore save unmerge",
+    "int8": "quantize",
     "pad": "causal create full reverse_causal same valid",
     "functional": "variables transform transform_with_state without_state device_get "
     "device_put grad jit value_and_grad optimizer sgd adam rmsprop momentum",
@@ -63,6 +66,8 @@ ADDITIONS |= {"precision"}
 ADDITIONS |= {"LayerStack"}
 # Added by issue 24: rematerialisation (recompute a call in the backward pass).
 ADDITIONS |= {"remat"}
+# Added by issue 27: fine-tuning (freezing, LoRA adapters) and int8 weights.
+ADDITIONS |= {"freeze", "unfreeze", "is_frozen", "lora", "int8"}
 
 
 def _get(path: str):

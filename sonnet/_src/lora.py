@@ -352,7 +352,7 @@ def adapters(module: Any) -> dict[str, LoRA]:
     >>> _ = linear(tf.ones([1, 4]))
     >>> _ = snt.lora.add(linear, rank=1)
     >>> snt.lora.adapters(linear)
-    {'linear': LoRA(input_size=4, output_size=4, rank=1, dtype=tf.float32, name='lora')}
+    {'linear': LoRA(input_size=4, output_size=4, rank=1, name='lora')}
     """
     return {module_filter.name_path(m): m.lora for m in _adapted(module)}
 
