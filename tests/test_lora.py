@@ -558,3 +558,28 @@ def test_lora_module_arguments():
     adapter = snt.lora.LoRA(3, 5, rank=1, alpha=2, dtype=tf.float64)
     assert adapter.a.dtype == tf.float64 and adapter.scale == 2.0
     assert adapter(tf.ones([2, 3], tf.float64)).dtype == tf.float64
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: snt.lora.add(m, rank=1),
+        snt.lora.merge,
+        snt.lora.unmerge,
+        snt.lora.remove,
+        snt.int8.quantize,
+    ],
+)
+def test_changes_inside_tf_function_are_refused(change):
+    linear = snt.Linear(2)
+    linear(tf.ones([1, 2]))
+    if change is not snt.int8.quantize and change.__name__ != "<lambda>":
+        snt.lora.add(linear, rank=1)
+
+    @tf.function
+    def traced():
+        change(linear)
+        return 0
+
+    with pytest.raises(ValueError, match=r"`module` must be .* eagerly, not inside"):
+        traced()

@@ -63,6 +63,7 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
     >>> float(tf.reduce_max(tf.abs(mlp(x) - before))) < 0.02
     True
     """
+    module_filter.check_eager(module, "converted")
     kinds = tuple(_ATTRIBUTE)
     chosen = module_filter.select(module, kinds, types, pattern)
     todo = []

@@ -273,6 +273,7 @@ def add(
     >>> bool(tf.reduce_all(mlp(x) == before))
     True
     """
+    module_filter.check_eager(module, "adapted")
     layers: list[Any] = module_filter.select(module, (linear.Linear,), types, pattern)
     if alpha is not None:
         alpha = check_alpha(alpha)
@@ -374,6 +375,7 @@ def merge(module: Any) -> None:
         a layer's weights are int8 (`snt.int8.quantize`: merge before
         quantizing). Nothing is changed then.
     """
+    module_filter.check_eager(module, "merged")
     layers = _adapted(module)
     for layer in layers:
         name = module_filter.name_path(layer)
@@ -401,6 +403,7 @@ def unmerge(module: Any) -> None:
     Raises:
       ValueError: if the tree has no adapters or they are not merged.
     """
+    module_filter.check_eager(module, "unmerged")
     layers = _adapted(module)
     for layer in layers:
         if not bool(layer.lora.merged):
@@ -435,6 +438,7 @@ def remove(module: Any, *, keep_merged: bool = False) -> None:
     >>> linear.lora is None, len(linear.trainable_variables)
     (True, 2)
     """
+    module_filter.check_eager(module, "changed")
     keep_merged = checks.flag("keep_merged", keep_merged)
     layers = _adapted(module)
     for layer in layers:
@@ -473,6 +477,7 @@ def restore(module: Any, path: str) -> None:
       ValueError: naming the first variable missing or of another shape, or
         if the adapters are merged.
     """
+    module_filter.check_eager(module, "restored")
     found = adapters(module)
     for name, adapter in found.items():
         if bool(adapter.merged):

@@ -20,6 +20,19 @@ import tensorflow as tf
 from sonnet._src import errors, freezing, keras_variables, layer_stack
 
 
+def check_eager(module: Any, action: str) -> None:
+    """Refuses to change a module tree while a `tf.function` is traced: the
+    changes (new variables, assignments, Python state) belong to the program
+    that builds the model, and a trace would run them once per trace."""
+    if tf.inside_function():
+        raise errors.bad_value(
+            "module",
+            f"must be {action} eagerly, not inside a `tf.function` (do it once, "
+            "before tracing the functions that call the model)",
+            module,
+        )
+
+
 def name_path(module: tf.Module) -> str:
     """The prefix of `module`'s variable names, e.g. `"mlp/linear_0"`."""
     scope: Any = module.name_scope
