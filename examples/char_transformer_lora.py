@@ -168,8 +168,9 @@ import plots
 
 
 def count(variables: Sequence[tf.Variable]) -> int:
-    """The number of parameters in `variables`."""
-    return sum(v.shape.num_elements() or 0 for v in variables)
+    """The number of parameters (floating point values) in `variables`: the
+    adapters' `merged` flags are not parameters."""
+    return sum(v.shape.num_elements() or 0 for v in variables if v.dtype.is_floating)
 
 
 def restore(model: ct.CharLM, path: str) -> str:
