@@ -698,3 +698,25 @@ def test_keyword_only_filters():
     with pytest.raises(TypeError):
         snt.int8.quantize(mlp, snt.Linear)  # pyright: ignore[reportCallIssue]
     assert mlp._layers[0].w.dtype == tf.float32
+
+
+def test_embed_dequantizes_only_the_rows_it_looks_up():
+    embed = snt.Embed(1000, 16)
+    ids = tf.constant([[3, 999], [0, 3]])
+    expected = embed(ids).numpy()
+    snt.int8.quantize(embed)
+    graph = tf.function(embed).get_concrete_function(ids).graph
+    float_shapes = [
+        output.shape.as_list()
+        for op in graph.get_operations()
+        for output in op.outputs
+        if output.dtype == tf.float32
+    ]
+    assert [1000, 16] not in float_shapes, float_shapes
+    values = embed.embeddings.numpy().astype(np.float32)
+    reference = (values * embed.embeddings_scale.numpy())[ids.numpy()]
+    for call in (embed, tf.function(embed), tf.function(embed, jit_compile=True)):
+        np.testing.assert_allclose(call(ids).numpy(), reference, rtol=1e-6)
+    np.testing.assert_allclose(embed(ids).numpy(), expected, atol=0.02)
+    with pytest.raises(ValueError, match=r"`inputs` must contain ids in \[0, 1000\)"):
+        embed(tf.constant([1000]))

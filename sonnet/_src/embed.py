@@ -161,11 +161,16 @@ class Embed(base.Module):
         # The weight step (`weights.py`): the table for this call, as stored;
         # under a policy the looked-up rows are cast, not the table: the same
         # numbers for a fraction of the work (and the gradient stays sparse).
-        table = self._weight_step(self, None)
-        if self.densify_gradients:
-            table = _dense_gradients(tf.convert_to_tensor(table))
+        step = self._weight_step
         try:
-            outputs = tf.nn.embedding_lookup(table, inputs)
+            if type(step) is weights.Int8Kernel:
+                # int8 weights: only the looked-up rows are dequantized.
+                outputs = step.rows(self, inputs)
+            else:
+                table = step(self, None)
+                if self.densify_gradients:
+                    table = _dense_gradients(tf.convert_to_tensor(table))
+                outputs = tf.nn.embedding_lookup(table, inputs)
         except errors.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e
         policy = self._precision

@@ -96,6 +96,14 @@ class Int8Kernel:
             scales = precision.cast(scales, dtype)
         return _MUL(x=_CAST(x=values, DstT=dtype), y=scales)
 
+    def rows(self, module: Any, ids: Any) -> tf.Tensor:
+        """The dequantized rows `ids` of a table with one scale per row
+        (`snt.Embed`'s): gathers int8 rows and their scales, so a lookup
+        costs the rows it reads, not the whole table."""
+        values = tf.nn.embedding_lookup(getattr(module, self.attribute), ids)
+        scales = tf.nn.embedding_lookup(getattr(module, self.attribute + "_scale"), ids)
+        return _MUL(x=_CAST(x=values, DstT=scales.dtype), y=scales)
+
     def __repr__(self) -> str:
         return f"Int8Kernel({self.attribute!r})"
 
