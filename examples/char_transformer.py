@@ -48,52 +48,19 @@ def parse_args() -> argparse.Namespace:
         "contributes every .py file of its folder; default: %(default)s)",
     )
     parser.add_argument("--steps", type=int, help="training steps (default 1000)")
-    parser.add_argument(
-        "--quick", action="store_true", help="a short run, to check that it works"
+    tools.add_run_arguments(
+        parser, "char_transformer", "where plots, the sample and the checkpoint go"
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--out",
-        default=os.path.join("examples", "out", "char_transformer"),
-        help="where plots, the sample and the checkpoint go (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--logdir",
-        help="where TensorBoard logs go (default: OUT/logs); "
-        "view them with `tensorboard --logdir OUT/logs`",
-    )
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--context", type=int, help="characters seen at once")
-    parser.add_argument("--layers", type=int, help="Transformer blocks")
-    parser.add_argument("--width", type=int, help="model size")
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--dropout", type=float, default=0.1)
+    tools.add_char_model_arguments(parser)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
-    parser.add_argument(
-        "--sample-length",
-        type=int,
-        help="characters to generate (default: to fill the context; the model "
+    tools.add_sample_arguments(
+        parser,
+        "characters to generate (default: to fill the context; the model "
         "has not seen positions past it)",
     )
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--prompt", default="def ")
     args = parser.parse_args()
     tools.finish_arguments(args, steps=1000, quick_steps=60)
-    quick = args.quick
-    defaults = {
-        "context": 32 if quick else 128,
-        "layers": 1 if quick else 3,
-        "width": 32 if quick else 128,
-    }
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.width % args.heads:
-        parser.error(f"--width ({args.width}) must be a multiple of --heads")
-    if not args.prompt:
-        parser.error("--prompt must not be empty")
-    if args.sample_length is None:
-        args.sample_length = max(1, args.context - len(args.prompt))
+    tools.finish_char_model_arguments(parser, args)
     return args
 
 

@@ -86,26 +86,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--pretrain-steps", type=int, help="pretraining steps (default 1000)"
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="a short run, to check that it works"
+    tools.add_run_arguments(
+        parser, "char_transformer_lora", "where the checkpoints, plot and sample go"
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--out",
-        default=os.path.join("examples", "out", "char_transformer_lora"),
-        help="where the checkpoints, plot and sample go (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--logdir",
-        help="where TensorBoard logs go (default: OUT/logs); "
-        "view them with `tensorboard --logdir OUT/logs`",
-    )
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--context", type=int, help="characters seen at once")
-    parser.add_argument("--layers", type=int, help="Transformer blocks")
-    parser.add_argument("--width", type=int, help="model size")
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--dropout", type=float, default=0.1)
+    # The model's arguments and defaults are char_transformer.py's (a
+    # --checkpoint of it fits with the same flags).
+    tools.add_char_model_arguments(parser)
     parser.add_argument(
         "--learning-rate",
         type=float,
@@ -118,37 +104,18 @@ def parse_args() -> argparse.Namespace:
         default=3e-3,
         help="peak learning rate of pretraining (default: %(default)s)",
     )
-    parser.add_argument(
-        "--sample-length",
-        type=int,
-        help="characters to generate (default: to fill the context)",
+    tools.add_sample_arguments(
+        parser, "characters to generate (default: to fill the context)"
     )
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--prompt", default="def ")
     args = parser.parse_args()
     tools.finish_arguments(args, steps=500, quick_steps=100)
-    quick = args.quick
-    # The model's defaults are char_transformer.py's (a --checkpoint of it
-    # fits with the same flags).
-    defaults = {
-        "pretrain_steps": 60 if quick else 1000,
-        "context": 32 if quick else 128,
-        "layers": 1 if quick else 3,
-        "width": 32 if quick else 128,
-    }
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.width % args.heads:
-        parser.error(f"--width ({args.width}) must be a multiple of --heads")
+    tools.finish_char_model_arguments(parser, args)
+    if args.pretrain_steps is None:
+        args.pretrain_steps = 60 if args.quick else 1000
     if not 1 <= args.rank <= args.width:
         parser.error(f"--rank ({args.rank}) must be from 1 to --width ({args.width})")
     if args.alpha is not None and not args.alpha > 0:
         parser.error(f"--alpha ({args.alpha}) must be positive")
-    if not args.prompt:
-        parser.error("--prompt must not be empty")
-    if args.sample_length is None:
-        args.sample_length = max(1, args.context - len(args.prompt))
     return args
 
 

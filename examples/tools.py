@@ -32,6 +32,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     """`--data`, `--steps`, `--quick`, `--seed`, `--out` and `--logdir`."""
     parser.add_argument("--data", metavar="PATH", help=DATA_HELP)
     parser.add_argument("--steps", type=int, help="training steps")
+    add_run_arguments(parser, name, "where plots and models go")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, name: str, out: str) -> None:
+    """`--quick`, `--seed`, `--out` (described by `out`) and `--logdir`."""
     parser.add_argument(
         "--quick", action="store_true", help="a short run, to check that it works"
     )
@@ -39,13 +44,52 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument(
         "--out",
         default=os.path.join("examples", "out", name),
-        help="where plots and models go (default: %(default)s)",
+        help=f"{out} (default: %(default)s)",
     )
     parser.add_argument(
         "--logdir",
         help="where TensorBoard logs go (default: OUT/logs); "
         "view them with `tensorboard --logdir OUT/logs`",
     )
+
+
+def add_char_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The character language model's size and sampling arguments, shared by
+    `char_transformer.py` and `char_transformer_lora.py` (whose models must
+    match); `finish_char_model_arguments` fills in their defaults."""
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--context", type=int, help="characters seen at once")
+    parser.add_argument("--layers", type=int, help="Transformer blocks")
+    parser.add_argument("--width", type=int, help="model size")
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--dropout", type=float, default=0.1)
+
+
+def add_sample_arguments(parser: argparse.ArgumentParser, length_help: str) -> None:
+    """`--sample-length`, `--temperature` and `--prompt` of the char models."""
+    parser.add_argument("--sample-length", type=int, help=length_help)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--prompt", default="def ")
+
+
+def finish_char_model_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> None:
+    """The char model's size defaults (smaller with `--quick`) and checks."""
+    defaults = {
+        "context": 32 if args.quick else 128,
+        "layers": 1 if args.quick else 3,
+        "width": 32 if args.quick else 128,
+    }
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.width % args.heads:
+        parser.error(f"--width ({args.width}) must be a multiple of --heads")
+    if not args.prompt:
+        parser.error("--prompt must not be empty")
+    if args.sample_length is None:
+        args.sample_length = max(1, args.context - len(args.prompt))
 
 
 # `--precision` choices -> the `snt.precision` policy (None: plain float32).
