@@ -13,10 +13,11 @@ holds int8 values, `.../w_scale` the scales, both not trainable), so the
 model's checkpoint and `snt.summary` show about a quarter of the weight
 bytes. Each call multiplies by `values * scales`, in the policy's compute
 dtype under `snt.precision` (the module's weight step, `weights.Int8Kernel`;
-an Embed dequantizes only the rows it looks up): the arithmetic is float, so this saves memory and bandwidth for storing and
-loading weights, not compute. Rounding moves each weight by at most half a
-step (`scale / 2`); outputs typically differ from float32's by well under 1%
-of their scale. Biases, norms and every other variable stay float.
+an Embed dequantizes only the rows it looks up): the arithmetic is float, so
+this saves memory and bandwidth for storing and loading weights, not compute.
+Rounding moves each weight by at most half a step (`scale / 2`); outputs
+typically differ from float32's by well under 1% of their scale. Biases,
+norms and every other variable stay float.
 """
 
 from __future__ import annotations
