@@ -720,3 +720,23 @@ def test_embed_dequantizes_only_the_rows_it_looks_up():
     np.testing.assert_allclose(embed(ids).numpy(), expected, atol=0.02)
     with pytest.raises(ValueError, match=r"`inputs` must contain ids in \[0, 1000\)"):
         embed(tf.constant([1000]))
+
+
+def test_a_chosen_layer_not_built_yet_is_refused_and_nothing_changes():
+    class Model(snt.Module):
+        def __init__(self):
+            super().__init__()
+            self.built_part = snt.Linear(3)
+            self.later = snt.Linear(2, name="later")
+
+        def __call__(self, x):
+            return self.built_part(x)
+
+    model = Model()
+    model(tf.ones([1, 4]))
+    with pytest.raises(
+        ValueError, match=r"`module` must be built first.*`model/later` has"
+    ):
+        snt.int8.quantize(model)
+    assert model.built_part.w.dtype == tf.float32
+    assert len(snt.int8.quantize(model, pattern="linear")) == 1

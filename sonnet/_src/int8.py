@@ -52,8 +52,9 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
 
     Raises:
       ValueError: if the tree has no Linear or Embed with float weights that
-        the filters choose (none at all, already int8, not built yet), or one
-        inside an `snt.LayerStack`. Nothing is changed then.
+        the filters choose (none at all, or all int8 already), a chosen one is
+        not built yet, or one sits inside an `snt.LayerStack`. Nothing is
+        changed then.
 
     >>> mlp = snt.nets.MLP([16, 3])
     >>> x = tf.random.normal([8, 4], seed=1)
@@ -69,23 +70,25 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
     chosen = module_filter.select(module, kinds, types, pattern)
     todo = []
     for layer in chosen:
-        kind = linear.Linear if isinstance(layer, linear.Linear) else embed.Embed
+        kind = _kind(layer)
         attribute = _ATTRIBUTE[kind]
         weight = getattr(layer, attribute, None)
-        if isinstance(weight, tf.Variable) and weight.dtype.is_floating:
+        if weight is None:
+            name = module_filter.name_path(layer)
+            raise errors.bad_value(
+                "module",
+                f"must be built first (call it once): `{name}` has no weights yet",
+                module,
+            )
+        if weight.dtype.is_floating:
             todo.append((layer, kind, attribute, weight))
     if not todo:
-        built = [
-            m for m in chosen if getattr(m, _ATTRIBUTE[_kind(m)], None) is not None
-        ]
-        expected = (
-            "must have float Linear or Embed weights to convert; they are all "
-            "int8 already"
-            if built
-            else "must be built first (call it once): its Linears and Embeds have "
-            "no weights yet"
+        raise errors.bad_value(
+            "module",
+            "must have float Linear or Embed weights to convert; they are all int8 "
+            "already",
+            module,
         )
-        raise errors.bad_value("module", expected, module)
     for layer, kind, attribute, weight in todo:
         values, scales = _quantize(weight, _REDUCED_AXIS[kind])
         with layer.name_scope:
