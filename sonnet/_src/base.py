@@ -441,6 +441,9 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         and frozen layers are only in `variables`. So are the variables of
         modules frozen with `snt.freeze` (or by `snt.lora.add`).
         """
+        if tf.inside_function():
+            # A traced train step keeps this list: `snt.freeze` warns then.
+            freezing.record_traced_read(self)
         if freezing.ACTIVE:
             # Frozen modules' variables are not trained (`snt.freeze`); a
             # module whose variables are all frozen has none (no error).

@@ -23,6 +23,8 @@ which does not know about freezing.
 
 from __future__ import annotations
 
+import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -55,6 +57,8 @@ def tree(module: tf.Module) -> tuple[tf.Module, ...]:
 def mark(modules: Iterable[tf.Module], value: Any) -> None:
     """Sets the freeze mark of each of `modules` to `value` (None: removes it)."""
     global ACTIVE
+    modules = tuple(modules)
+    _warn_if_traced(modules)
     for module in modules:
         if value is None:
             vars(module).pop(KEY, None)
@@ -184,3 +188,33 @@ def trainable_variables(root: tf.Module) -> tuple[tuple[tf.Variable, ...], bool]
 def frozen_ids(root: tf.Module) -> set[int]:
     """`id`s of the variables in `root`'s tree that frozen modules hold."""
     return walk(root)[1]
+
+
+# Modules whose `trainable_variables` were read while a `tf.function` was
+# traced: that function keeps the list it read, so a later freeze (or
+# `snt.lora.add`) does not reach it. `mark` warns once per such module.
+_TRACED_READS: weakref.WeakSet[tf.Module] = weakref.WeakSet()
+
+_STALE_TRACE = (
+    "`{root}.trainable_variables` was read while a `tf.function` was traced, "
+    "before this change to what is frozen: a function traced then (a train "
+    "step) keeps the variables it read and still trains them (or not the new "
+    "ones). Make the train step (a new `tf.function`, or `keras.Model.compile` "
+    "again) after `snt.freeze`, `snt.unfreeze` or `snt.lora.add`."
+)
+
+
+def record_traced_read(root: tf.Module) -> None:
+    """Notes that `root.trainable_variables` was read inside a trace."""
+    _TRACED_READS.add(root)
+
+
+def _warn_if_traced(changed: Sequence[tf.Module]) -> None:
+    """Warns if a function traced before may hold a list these changes alter."""
+    if not _TRACED_READS:
+        return
+    ids = {id(m) for m in changed}
+    for root in list(_TRACED_READS):
+        if any(id(m) in ids for m in tree(root)):
+            _TRACED_READS.discard(root)
+            warnings.warn(_STALE_TRACE.format(root=root.name), stacklevel=4)
