@@ -23,11 +23,36 @@ from sonnet._src import (
 # An initializer: any callable `(shape, dtype) -> tensor`.
 Initializer = Callable[[Any, Any], Any]
 
-# Raw kernels: the same ops `tf.matmul` / `tf.nn.bias_add` run for rank-2
-# inputs, minus their Python dispatch layers, which cost more than the kernels
-# for small layers in eager mode.
+# Raw kernels (`product(raw=True)`): the ops `tf.matmul` / `tf.nn.bias_add`
+# run for rank-2 tensors.
 _MAT_MUL = tf.raw_ops.MatMul
 _BIAS_ADD = tf.raw_ops.BiasAdd
+
+
+def product(module: Any, x: Any, dtype: tf.DType | None, raw: bool = False) -> Any:
+    """The op sequence of a weight-matrix product, `x @ w (+ adapter) + b`.
+
+    The one place it is written: `snt.Linear`'s two call branches and the
+    projections of `snt.MultiHeadAttention` run it. Its steps: the kernel
+    for this call (`module._weight_step`, `weights.py`: the variable, cast to
+    `dtype`, or int8 values times scales), the matmul, the low-rank
+    adapter's term (`module.lora`, `snt.lora`, if any), the bias (cast to
+    `dtype`) if `module.with_bias`. `dtype` is the module's policy's compute
+    dtype (None: as stored); the policy's casts of inputs and outputs are
+    the caller's. `raw`: `x` is a rank-2 tensor, multiplied by the raw
+    kernels (`tf.raw_ops`, without the dispatch layers that cost more than
+    the kernels for small layers in eager mode); else by `tf.matmul` and
+    `tf.nn.bias_add`, which take any rank >= 2 and tensor-likes.
+    """
+    w = module._weight_step(module, dtype)
+    y = _MAT_MUL(a=x, b=w) if raw else tf.matmul(x, w)
+    if module.lora is not None:
+        y = module.lora.add_to(x, y, dtype)
+    if module.with_bias:
+        b = module.b if dtype is None else precision.cast(module.b, dtype)
+        y = _BIAS_ADD(value=y, bias=b) if raw else tf.nn.bias_add(y, b)
+    return y
+
 
 # The type of eager tensors, looked up by `eager_tensor_type()` when a module is
 # first built (creating a tensor at import time would initialise TF's runtime
@@ -251,21 +276,15 @@ class Linear(base.Module):
             (also a `tf.errors.InvalidArgumentError`).
         """
         # Fast branch: eager rank-2 inputs of a built layer go straight to
-        # the kernels (no name scope either, which has no effect on eager
-        # ops). The steps are `_call`'s; bad inputs make a kernel raise, and
-        # only then does `_call` work out what was wrong.
+        # the raw kernels (no name scope either, which has no effect on eager
+        # ops). The steps are `product`'s, as in `_call`; bad inputs make a
+        # kernel raise, and only then does `_call` work out what was wrong.
         if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
             policy = self._precision
             dtype = None if policy is None else policy.compute_dtype
             x = inputs if dtype is None else precision.cast(inputs, dtype)
-            w = self._weight_step(self, dtype)
             try:
-                outputs = _MAT_MUL(a=x, b=w)
-                if self.lora is not None:
-                    outputs = self.lora.add_to(x, outputs, dtype)
-                if self.with_bias:
-                    b = self.b if dtype is None else precision.cast(self.b, dtype)
-                    outputs = _BIAS_ADD(value=outputs, bias=b)
+                outputs = product(self, x, dtype, raw=True)
             except errors.OP_ERRORS as e:
                 return self._call(inputs, e)
             if policy is None:
@@ -279,9 +298,8 @@ class Linear(base.Module):
 
         Runs in the module's name scope, so traced ops are named `linear/...`.
         Its steps: the policy's (floating inputs to its compute dtype; nothing
-        without a policy), build, the weight step (`_weight_step`: the kernel
-        for this call), matmul, the adapter's term (`lora`, if any), bias
-        (cast by the policy), outputs (cast to the policy's output dtype, if
+        without a policy), build, `product` (the kernel, matmul, the
+        adapter's term, bias), outputs (cast to the policy's output dtype, if
         any).
         """
         policy = self._precision
@@ -297,14 +315,8 @@ class Linear(base.Module):
             self._initialize(x)
         if error is not None:
             self._check_inputs(x, error, dtype)
-        w = self._weight_step(self, dtype)
         try:
-            outputs = tf.matmul(x, w)
-            if self.lora is not None:
-                outputs = self.lora.add_to(x, outputs, dtype)
-            if self.with_bias:
-                b = self.b if dtype is None else precision.cast(self.b, dtype)
-                outputs = tf.nn.bias_add(outputs, b)
+            outputs = product(self, x, dtype)
         except errors.OP_ERRORS as e:
             self._check_inputs(x, e, dtype)
             raise errors.bad_value(
