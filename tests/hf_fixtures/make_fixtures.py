@@ -42,9 +42,9 @@ import json
 import pathlib
 import shutil
 import this
+from typing import Any
 
 import numpy as np
-import torch
 
 HERE = pathlib.Path(__file__).resolve().parent
 VOCAB = 128
@@ -99,7 +99,8 @@ def _configs() -> dict[str, object]:
     }
 
 
-def _model(config: object, seed: int) -> torch.nn.Module:
+def _model(config: object, seed: int) -> Any:
+    import torch
     import transformers as tr
 
     torch.manual_seed(seed)
@@ -117,14 +118,17 @@ def _inputs() -> tuple[np.ndarray, np.ndarray]:
     return tokens, prompt
 
 
-@torch.no_grad()
-def _reference(model: torch.nn.Module) -> dict[str, np.ndarray]:
+def _reference(model: Any) -> dict[str, np.ndarray]:
+    import torch
+
     tokens, prompt = _inputs()
-    logits = model(torch.tensor(tokens, dtype=torch.long)).logits.float().numpy()
-    sequence = torch.tensor(prompt, dtype=torch.long)
-    for _ in range(8):
-        step = model(sequence).logits[:, -1].argmax(-1, keepdim=True)
-        sequence = torch.cat([sequence, step], dim=1)
+    with torch.no_grad():
+        logits = model(torch.tensor(tokens, dtype=torch.long)).logits
+        logits = logits.float().numpy()
+        sequence = torch.tensor(prompt, dtype=torch.long)
+        for _ in range(8):
+            step = model(sequence).logits[:, -1].argmax(-1, keepdim=True)
+            sequence = torch.cat([sequence, step], dim=1)
     greedy = sequence[:, prompt.shape[1] :].numpy().astype(np.int32)
     return {"tokens": tokens, "logits": logits, "prompt": prompt, "greedy": greedy}
 
@@ -145,7 +149,7 @@ def _tokenizer(folder: pathlib.Path) -> None:
     tokenizer.save(str(folder / "tokenizer.json"))
 
 
-def _write(name: str, model: torch.nn.Module, **save: object) -> pathlib.Path:
+def _write(name: str, model: Any, **save: object) -> pathlib.Path:
     folder = HERE / name
     shutil.rmtree(folder, ignore_errors=True)
     model.save_pretrained(folder, **save)
@@ -154,6 +158,7 @@ def _write(name: str, model: torch.nn.Module, **save: object) -> pathlib.Path:
 
 def make() -> None:
     import peft
+    import torch
     import transformers as tr
 
     for seed, (name, config) in enumerate(_configs().items()):
@@ -204,6 +209,7 @@ def make() -> None:
 
 def check_export(root: pathlib.Path) -> None:
     """Loads each exported case in `transformers`; compares with the reference."""
+    import torch
     import transformers as tr
 
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
