@@ -199,3 +199,87 @@ def test_walk_keeps_tf_module_order_with_shared_modules_and_containers():
     assert [v.name for v in tree.trainable_variables] == [
         v.name for v in plain if not v.name.startswith("shared/")
     ]
+
+
+# ---------------------------------------------------------------------------
+# Keras 3 layers: frozen the Keras way, so Keras sees it too.
+
+
+class KerasHead(snt.Module):
+    """An `snt.Module` holding a Keras layer (with a sublayer) and a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(2)])
+        self.linear = snt.Linear(2)
+
+    def __call__(self, x):
+        return self.dense(x) + self.linear(x)
+
+
+def _head() -> KerasHead:
+    head = KerasHead()
+    head(tf.ones([1, 4]))
+    return head
+
+
+def test_a_keras_layer_can_be_frozen_and_unfrozen():
+    head = _head()
+    layer = snt.KerasLayer(head)
+    layer.build((None, 4))
+    assert not snt.is_frozen(head.dense)
+    assert snt.freeze(head.dense) is head.dense
+    assert snt.is_frozen(head.dense) and not head.dense.trainable
+    assert _names(head.trainable_variables) == [
+        "keras_head/linear/b:0",
+        "keras_head/linear/w:0",
+    ]
+    assert len(layer.trainable_weights) == 2 and len(layer.weights) == 6
+    snt.unfreeze(head.dense)
+    assert not snt.is_frozen(head.dense)
+    assert len(head.trainable_variables) == 6
+    assert len(layer.trainable_weights) == 6
+
+
+def test_training_leaves_a_frozen_keras_layer_unchanged():
+    head = _head()
+    snt.freeze(head.dense)
+    before = [w.numpy() for w in head.dense.weights]
+    optimizer = snt.optimizers.SGD(0.1)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(head(tf.ones([2, 4])) ** 2)
+    params = head.trainable_variables
+    optimizer.apply(tape.gradient(loss, params), params)
+    for w, value in zip(head.dense.weights, before):
+        np.testing.assert_array_equal(w.numpy(), value)
+
+
+def test_unfreezing_a_keras_layer_restores_the_users_flags():
+    head = _head()
+    inner = head.dense.layers[1]
+    inner.trainable = False  # The user's.
+    snt.freeze(head.dense)
+    snt.freeze(head.dense)  # Again: keeps what the first freeze found.
+    snt.unfreeze(head.dense)
+    assert head.dense.trainable and not inner.trainable
+    assert len(head.trainable_variables) == 4
+    head.dense.trainable = False  # Frozen by the user, not by `snt.freeze`:
+    snt.unfreeze(head.dense)  # left alone.
+    assert snt.is_frozen(head.dense)
+
+
+def test_a_keras_layer_frozen_before_it_is_built():
+    dense = keras.layers.Dense(2)
+    snt.freeze(dense)
+    holder = snt.Sequential([dense])
+    holder(tf.ones([1, 3]))
+    assert len(holder.variables) == 2 and holder.trainable_variables == ()
+    snt.unfreeze(dense)
+    assert len(holder.trainable_variables) == 2
+
+
+def test_freezing_a_keras_layer_after_a_traced_read_warns():
+    head = _head()
+    tf.function(lambda: head.trainable_variables)()
+    with pytest.warns(UserWarning, match=r"keras_head.trainable_variables.*traced"):
+        snt.freeze(head.dense)

@@ -8,7 +8,9 @@ Keras layer or variable held that way) is then left out of the
 module's own, its parents', the model's. Nothing else changes: the
 variables keep their `trainable` flag, names, `variables` order and
 checkpoint paths, so a frozen model saves and restores as before. Modules
-added to a frozen tree later (a LoRA adapter, say) are not frozen.
+added to a frozen tree later (a LoRA adapter, say) are not frozen. A Keras 3
+layer given to `freeze` is frozen the Keras way (`layer.trainable = False`,
+the flags it changed kept for `unfreeze`), so Keras models see it too.
 
 The mark is a plain attribute in the instance `__dict__` (`_snt_frozen`),
 outside `tf.Module`'s tracking and checkpoints; pickle and copy carry it. Its
@@ -40,13 +42,19 @@ KEY = "_snt_frozen"
 ACTIVE = False
 
 
-def check_module(module: Any, argument: str = "module") -> tf.Module:
-    """`module`, if it is a `tf.Module` (else a TypeError naming `argument`)."""
-    if not isinstance(module, tf.Module):
-        raise errors.bad_type(
-            argument, "must be a `tf.Module` (e.g. an `snt.Module`)", module
-        )
-    return module
+def check_module(
+    module: Any, argument: str = "module", keras_layers: bool = False
+) -> Any:
+    """`module`, if it is a `tf.Module`, or a Keras 3 layer where `keras_layers`
+    allows it (else a TypeError naming `argument`)."""
+    if isinstance(module, tf.Module):
+        return module
+    if keras_layers and keras_variables.is_keras_layer(module):
+        return module
+    expected = "a `tf.Module` (e.g. an `snt.Module`)"
+    if keras_layers:
+        expected += " or a Keras layer"
+    raise errors.bad_type(argument, f"must be {expected}", module)
 
 
 def tree(module: tf.Module) -> tuple[tf.Module, ...]:
@@ -77,11 +85,23 @@ def freeze(module: Any) -> Any:
     `variables` and checkpoints do not change. Submodules added later are not
     frozen. Undo with `snt.unfreeze`.
 
+    A Keras 3 layer (one an `snt.Module` holds, say) is frozen the Keras
+    way, `layer.trainable = False` (its sublayers too; a Keras
+    `BatchNormalization` then also normalizes with its moving statistics, as
+    Keras does for fine-tuning), so Keras sees it too: its weights leave
+    `trainable_variables` of every `snt.Module` holding it, the trainable
+    weights of an `snt.KerasLayer` and of Keras models. `snt.unfreeze`
+    restores the flags it found.
+
     Args:
-      module: A `tf.Module` (an `snt.Module`, say), built or not.
+      module: A `tf.Module` (an `snt.Module`, say) or a Keras layer, built or
+        not.
 
     Returns:
       `module`, for chaining.
+
+    Raises:
+      TypeError: for anything else.
 
     >>> encoder, head = snt.Linear(4, name="encoder"), snt.Linear(2, name="head")
     >>> model = snt.Sequential([encoder, head])
@@ -92,15 +112,22 @@ def freeze(module: Any) -> Any:
     >>> len(model.variables)
     4
     """
-    mark(tree(check_module(module)), True)
+    if not isinstance(check_module(module, keras_layers=True), tf.Module):
+        _freeze_keras(module)
+        return module
+    mark(tree(module), True)
     return module
 
 
 def unfreeze(module: Any) -> Any:
     """Undoes `snt.freeze` for `module` and its submodules.
 
+    For a Keras layer: gives it, its sublayers and weights back the
+    `trainable` flags `snt.freeze` found; a layer `snt.freeze` did not
+    freeze (e.g. one set `trainable = False` by the user) is left alone.
+
     Args:
-      module: A `tf.Module`.
+      module: A `tf.Module` or a Keras layer.
 
     Returns:
       `module`, for chaining.
@@ -112,17 +139,64 @@ def unfreeze(module: Any) -> Any:
     >>> len(snt.unfreeze(linear).trainable_variables)
     2
     """
-    mark(tree(check_module(module)), None)
+    if not isinstance(check_module(module, keras_layers=True), tf.Module):
+        _unfreeze_keras(module)
+        return module
+    mark(tree(module), None)
     return module
 
 
 def is_frozen(module: Any) -> bool:
-    """Whether `module` itself is marked frozen (by `snt.freeze` or `snt.lora`).
+    """Whether `module` itself is marked frozen (by `snt.freeze` or `snt.lora`);
+    for a Keras layer, whether it is not trainable (`layer.trainable`).
 
     >>> snt.is_frozen(snt.freeze(snt.Linear(2)))
     True
     """
-    return bool(vars(check_module(module)).get(KEY))
+    if not isinstance(check_module(module, keras_layers=True), tf.Module):
+        return not module.trainable
+    return bool(vars(module).get(KEY))
+
+
+def _freeze_keras(layer: Any) -> None:
+    """`layer.trainable = False`, keeping the flags it changes (in the mark)
+    for `_unfreeze_keras`; a layer frozen by `snt.freeze` already keeps the
+    flags found the first time."""
+    if vars(layer).get(KEY) is not None:
+        return
+    _warn_if_traced_keras(layer)
+    # Keras' setter sets the flags of every sublayer and weight.
+    layers = tuple((sub, sub.trainable) for sub in layer._flatten_layers())
+    weights = tuple((w, w.trainable) for w in layer.weights)
+    layer.trainable = False
+    vars(layer)[KEY] = (layers, weights)
+    global ACTIVE
+    ACTIVE = True
+
+
+def _unfreeze_keras(layer: Any) -> None:
+    found = vars(layer).pop(KEY, None)
+    if found is None:
+        return  # Not frozen by `snt.freeze`.
+    _warn_if_traced_keras(layer)
+    layers, weights = found
+    # Outer layers first (Keras' order): each setter call sets the sublayers
+    # below, which come later and get their own flags back.
+    for sub, trainable in layers:
+        sub.trainable = trainable
+    for weight, trainable in weights:
+        weight.trainable = trainable
+
+
+def _warn_if_traced_keras(layer: Any) -> None:
+    """`_warn_if_traced` for the modules holding Keras `layer`."""
+    holders = [
+        root
+        for root in list(_TRACED_READS)
+        if any(leaf is layer for leaf in walk(root)[0])
+    ]
+    if holders:
+        _warn_if_traced(holders)
 
 
 def _holder(modules: dict[tuple[Any, ...], tf.Module], path: tuple[Any, ...]) -> Any:
@@ -167,6 +241,14 @@ def walk(root: tf.Module) -> tuple[list[Any], set[int]]:
                 frozen.add(id(leaf))
             else:
                 frozen.update(id(v) for v in keras_variables.expand((leaf,), False))
+        elif (
+            not isinstance(leaf, tf.Variable)
+            and KEY in vars(leaf)
+            and not leaf.trainable
+        ):
+            # A Keras layer `snt.freeze` froze (Keras' flags leave it out of
+            # the trainable variables already; this tells they were dropped).
+            frozen.update(id(v) for v in keras_variables.expand((leaf,), False))
     return leaves, frozen
 
 

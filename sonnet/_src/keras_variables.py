@@ -53,6 +53,13 @@ def is_leaf(obj: Any) -> bool:
     return isinstance(obj, _LEAVES)
 
 
+def is_keras_layer(obj: Any) -> bool:
+    """Whether `obj` is a Keras 3 layer (a model too)."""
+    if not _KERAS:
+        _find_keras()
+    return bool(_KERAS) and isinstance(obj, _KERAS[0])
+
+
 def ready() -> bool:
     """Whether Keras' classes are known (or Keras is not imported yet)."""
     return bool(_KERAS) or "keras" not in sys.modules
