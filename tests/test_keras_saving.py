@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import sonnet as snt
-from sonnet._src import module_config
+from sonnet._src import base, module_config
 from tests.conformance.registry import CASES
 
 
@@ -280,11 +280,11 @@ def test_large_or_single_use_arguments_are_not_kept():
     vocab = np.ones([4, 3], np.float32)
     embed = snt.Embed(existing_vocab=vocab)
     (kept,) = vars(embed)["_snt_call"][1].values()
-    assert isinstance(kept, module_config.Dropped)
+    assert isinstance(kept, base.Dropped)
     mlp = snt.nets.MLP(size for size in (3, 2))  # A generator, used up.
     copy.deepcopy(mlp)
     pickle.loads(pickle.dumps(mlp))
-    assert repr(module_config.Dropped("numpy.ndarray")) == "<numpy.ndarray>"
+    assert repr(base.Dropped("numpy.ndarray")) == "<numpy.ndarray>"
 
 
 def test_copies_keep_the_call():

@@ -17,12 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base, checks, errors, linear, once, precision, utils
+from sonnet._src import rms_norm as rms_norm_lib
 from sonnet._src import rotary as rotary_lib
 
 _HALF_DTYPES = frozenset([tf.float16, tf.bfloat16])
 _EINSUM = tf.raw_ops.Einsum
-_MAT_MUL = tf.raw_ops.MatMul
-_BIAS_ADD = tf.raw_ops.BiasAdd
 _RESHAPE = tf.raw_ops.Reshape
 _SELECT = tf.raw_ops.SelectV2
 _SOFTMAX = tf.raw_ops.Softmax
@@ -91,16 +90,31 @@ def _reshape(x: tf.Tensor, shape: tuple[Any, ...]) -> tf.Tensor:
 
 
 @functools.lru_cache(maxsize=16)
-def _eager_causal_mask(time: int, key_time: int, device: str) -> tf.Tensor:
+def _eager_causal_mask(
+    time: int, key_time: int, device: str, window: int | None = None
+) -> tf.Tensor:
     with tf.device(device):
-        return _causal_mask(time, key_time)
+        return _causal_mask(time, key_time, None, window)
 
 
-def _causal_mask(time: Any, key_time: Any, positions: Any = None) -> tf.Tensor:
+def _causal_mask(
+    time: Any, key_time: Any, positions: Any = None, window: int | None = None
+) -> tf.Tensor:
     """`[T, S]` bools: query `i`, at position `positions[i]` (default `i`),
-    sees the keys at positions up to its own."""
-    rows = tf.range(time) if positions is None else positions
-    return tf.expand_dims(rows, 1) >= tf.expand_dims(tf.range(key_time), 0)
+    sees the keys at positions up to its own (and, with a `window`, after
+    `positions[i] - window`)."""
+    rows = tf.expand_dims(tf.range(time) if positions is None else positions, 1)
+    columns = tf.expand_dims(tf.range(key_time), 0)
+    if window is None:
+        return rows >= columns
+    return (rows >= columns) & (columns > rows - window)
+
+
+def _window_mask(time: Any, key_time: Any, window: int) -> tf.Tensor:
+    """`[T, S]` bools of non-causal local attention: `|i - j| < window`."""
+    rows = tf.expand_dims(tf.range(time), 1)
+    columns = tf.expand_dims(tf.range(key_time), 0)
+    return tf.abs(rows - columns) < window
 
 
 class MultiHeadAttention(base.Module):
@@ -154,6 +168,25 @@ class MultiHeadAttention(base.Module):
         keys. Default False (positions come from elsewhere, or none).
       rotary_base: The rotary wavelength scale; default 10000.0 (Su et al.,
         2021).
+      rotary_scaling: Optional frequency scaling of the rotary embeddings,
+        as Hugging Face's `rope_parameters` (`"linear"` or `"llama3"`, see
+        `snt.apply_rotary_embedding`); only with `rotary=True`. Default
+        None.
+      output_bias: Whether the `output` projection has a bias. Default None
+        means `with_bias` (Qwen2 has biases on the query, key and value
+        projections only: `with_bias=True, output_bias=False`).
+      qk_norm: Whether queries and keys are normalized per head by an
+        `snt.RMSNorm` over their `key_size` features (submodules
+        `query_norm` and `key_norm`, scales `[key_size]`), after the
+        projections and before the rotary embeddings, as in Qwen3 and
+        Gemma 3 (Dehghani et al., 2023, arXiv:2302.05442). Default False.
+      qk_norm_eps: The epsilon of those norms; default 1e-6 (that of
+        `snt.RMSNorm`).
+      window: Local (sliding-window) attention: query `i` sees only keys
+        `j > i - window` (with `causal` or a cache, as in Mistral: itself and
+        the `window - 1` positions before), or without them keys with
+        `|i - j| < window`. Positions count from the cache's start when
+        decoding. Default None: no window.
       name: Module name (default `multi_head_attention`).
 
     Shapes:
@@ -199,6 +232,11 @@ class MultiHeadAttention(base.Module):
         b_init: linear.Initializer | None = None,
         rotary: bool = False,
         rotary_base: float = 10000.0,
+        rotary_scaling: dict[str, Any] | None = None,
+        output_bias: bool | None = None,
+        qk_norm: bool = False,
+        qk_norm_eps: float = 1e-6,
+        window: int | None = None,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -227,6 +265,26 @@ class MultiHeadAttention(base.Module):
         self.b_init = b_init
         self.rotary = checks.flag("rotary", rotary)
         self.rotary_base = rotary_lib.check_base(rotary_base, "rotary_base")
+        if rotary_scaling is not None and not self.rotary:
+            raise errors.bad_value(
+                "rotary_scaling", "must be None without `rotary=True`", rotary_scaling
+            )
+        # Set past `tf.Module`'s tracking, which would wrap the dict and the
+        # tuple in trackable proxies. `_rotary` is the base (and scaling) the
+        # rotation tables are made of.
+        vars(self)["rotary_scaling"] = rotary_lib.check_scaling(
+            rotary_scaling, "rotary_scaling"
+        )
+        vars(self)["_rotary"] = rotary_lib.check_frequencies(
+            self.rotary_base, self.rotary_scaling, "rotary_base", "rotary_scaling"
+        )
+        self.output_bias = (
+            self.with_bias
+            if output_bias is None
+            else checks.flag("output_bias", output_bias)
+        )
+        self.qk_norm = checks.flag("qk_norm", qk_norm)
+        self.window = checks.optional_size("window", window)
         if self.rotary and self.key_size % 2:
             raise errors.bad_value(
                 "key_size",
@@ -247,19 +305,28 @@ class MultiHeadAttention(base.Module):
         self._heads_size = self.num_heads * self.value_size
         self._value_shape = (self.num_kv_heads, self.value_size)
 
-        def projection(output_size: int, name: str) -> linear.Linear:
+        def projection(
+            output_size: int, name: str, with_bias: bool = self.with_bias
+        ) -> linear.Linear:
             return linear.Linear(
                 output_size,
-                with_bias=self.with_bias,
+                with_bias=with_bias,
                 w_init=w_init,
-                b_init=b_init,
+                b_init=b_init if with_bias else None,
                 name=name,
             )
 
         self.query = projection(self.num_heads * self.key_size, "query")
         self.key = projection(self.num_kv_heads * self.key_size, "key")
         self.value = projection(self.num_kv_heads * self.value_size, "value")
-        self.output = projection(self.model_size, "output")
+        self.output = projection(self.model_size, "output", self.output_bias)
+        if self.qk_norm:
+            self.query_norm = rms_norm_lib.RMSNorm(
+                axis=-1, eps=qk_norm_eps, name="query_norm"
+            )
+            self.key_norm = rms_norm_lib.RMSNorm(
+                axis=-1, eps=qk_norm_eps, name="key_norm"
+            )
 
     def initial_cache(
         self, batch_size: int | tf.Tensor, max_length: int, dtype: Any = None
@@ -372,26 +439,63 @@ class MultiHeadAttention(base.Module):
         causal: Any,
         cache: Any,
     ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
-        inputs = query
-        query = _as_tensor("query", query)
-        if cache is not None and not (
-            (key is None or key is inputs)
-            and (value is None or value is inputs or value is key)
-        ):
-            raise errors.bad_value(
-                "cache",
-                "is only for self-attention: `key` and `value` must be None",
-                cache,
-            )
-        key = query if key is None or key is inputs else _as_tensor("key", key)
-        value = key if value is None else _as_tensor("value", value)
+        """The one call path: inputs, checks, build, projections, attention."""
         policy = self._precision
+        query, key, value = _input_tensors(query, key, value, cache, policy)
+        dtype, causal, cached, user_mask = self._check_call(
+            query, key, value, mask, causal, cache, policy
+        )
+        if self._dtype is None:
+            self._initialize(query, key, value)
+
+        # Under a policy, the projections' variables are cast to its dtype.
+        cast = None if policy is None else dtype
+        batch, time = _dims(query, 2)
+        q = _project(self.query, query, (batch, time, *self._query_shape), cast)
+        k_time = time if key is query else _dims(key, 2)[1]
+        k = _project(self.key, key, (batch, k_time, *self._key_shape), cast)
+        v = _project(self.value, value, (batch, k_time, *self._value_shape), cast)
+        if self.qk_norm:
+            q, k = self._normalize(q, k, cast)
+
+        positions: Any = None
+        if cached is not None:
+            positions = tf.range(time) + cached[2]
+        if self.rotary:
+            q, k = self._rotate(q, k, positions, time, k_time)
+        q = _MUL(x=q, y=self._scale)
+        if cached is not None:
+            k, v = _write(cached[0], cached[1], k, v, positions, batch, time)
+        attend = _allowed(
+            time, k_time, cached, positions, causal, user_mask, q, self.window
+        )
+        heads = self._weighted_values(q, k, v, attend, dtype, policy, cached is None)
+
+        model_size = self.output.output_size
+        outputs = _project(self.output, heads, (batch, time, model_size), cast)
         if policy is not None:
-            query, key, value = _cast_inputs(query, key, value, policy.compute_dtype)
-        # Everything is checked before the first call builds the module, so
-        # that a failed first call leaves it unbuilt.
+            outputs = precision.cast_outputs(policy, outputs)
+        if cached is None:
+            return outputs
+        return outputs, AttentionCache(k, v, cached[2] + time)
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _check_call(
+        self,
+        query: tf.Tensor,
+        key: tf.Tensor,
+        value: tf.Tensor,
+        mask: Any,
+        causal: Any,
+        cache: Any,
+        policy: Any,
+    ) -> tuple[tf.DType, bool, tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any] | None, Any]:
+        """The call's dtype, `causal` flag, checked cache parts and mask.
+
+        Everything is checked before the first call builds the module, so
+        that a failed first call leaves it unbuilt.
+        """
         dtype = self._dtype
-        built = dtype is not None
         if dtype is None:
             dtype, sizes = _first_inputs(query, key, value)
         else:
@@ -407,49 +511,32 @@ class MultiHeadAttention(base.Module):
             _check_input("value", value, value_size, dtype)
             _check_same_dims("value", value, key, 2)
         causal = checks.flag("causal", causal)
-        length: Any = None
-        if cache is not None:
-            key_cache, value_cache, index, length = self._check_cache(
-                cache, query, dtype
-            )
+        cached = None if cache is None else self._check_cache(cache, query, dtype)
         user_mask = None
         if mask is not None:
+            length = None if cached is None else cached[3]
             user_mask = self._check_mask(mask, query, key, length)
-        if not built:
-            self._initialize(query, key, value)
+        return dtype, causal, cached, user_mask
 
-        # Under a policy, the projections' variables are cast to its dtype.
-        cast = None if policy is None else dtype
-        batch, time = _dims(query, 2)
-        q = _project(self.query, query, (batch, time, *self._query_shape), cast)
-        k_time = time if key is query else _dims(key, 2)[1]
-        k = _project(self.key, key, (batch, k_time, *self._key_shape), cast)
-        v = _project(self.value, value, (batch, k_time, *self._value_shape), cast)
-
-        positions: Any = None
-        if cache is not None:
-            positions = tf.range(time) + index
-        if self.rotary:
-            q, k = self._rotate(q, k, positions, time, k_time)
-        q = _MUL(x=q, y=self._scale)
-
-        if cache is not None:
-            k, v = _write(key_cache, value_cache, k, v, positions, batch, time)
-            attend = _causal_mask(time, length, positions)
-        elif causal:
-            attend = _causal(time, k_time, q)
-        else:
-            attend = None
-        if user_mask is not None:
-            attend = user_mask if attend is None else tf.logical_and(user_mask, attend)
-
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _weighted_values(
+        self,
+        q: tf.Tensor,
+        k: tf.Tensor,
+        v: tf.Tensor,
+        attend: tf.Tensor | None,
+        dtype: tf.DType,
+        policy: Any,
+        uncached: bool,
+    ) -> tf.Tensor:
+        """The heads: values weighted by the softmax of the masked logits."""
         # Traced multi-head attention without a cache runs as batch matmuls
         # of `[B, heads, T, size]` operands: the einsums transpose their
         # operands (and outputs) on every product, forward and backward, 12
         # transposes per call against these 4 (about 1.3 x faster in a
         # training step). Eager calls and decoding steps, where the op count
         # decides, keep the two einsums.
-        matmuls = self._groups == 1 and cache is None and not tf.executing_eagerly()
+        matmuls = self._groups == 1 and uncached and not tf.executing_eagerly()
         if matmuls:
             q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
             k = _TRANSPOSE(x=k, perm=_HEADS_FIRST)
@@ -457,6 +544,7 @@ class MultiHeadAttention(base.Module):
             logits = _BATCH_MAT_MUL(x=q, y=k, adj_y=True)
         else:
             logits = _EINSUM(inputs=[q, k], equation=self._equations[0])
+        # The softmax runs in float32 for half-precision inputs.
         softmax_dtype = self._softmax_dtype
         if policy is not None:
             softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
@@ -468,16 +556,8 @@ class MultiHeadAttention(base.Module):
         if weights.dtype is not v.dtype:
             weights = _CAST(x=weights, DstT=v.dtype)
         if matmuls:
-            heads = _TRANSPOSE(x=_BATCH_MAT_MUL(x=weights, y=v), perm=_HEADS_FIRST)
-        else:
-            heads = _EINSUM(inputs=[weights, v], equation=self._equations[1])
-        model_size = self.output.output_size
-        outputs = _project(self.output, heads, (batch, time, model_size), cast)
-        if policy is not None:
-            outputs = precision.cast_outputs(policy, outputs)
-        if cache is None:
-            return outputs
-        return outputs, AttentionCache(k, v, index + time)
+            return _TRANSPOSE(x=_BATCH_MAT_MUL(x=weights, y=v), perm=_HEADS_FIRST)
+        return _EINSUM(inputs=[weights, v], equation=self._equations[1])
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _rotate(
@@ -489,7 +569,7 @@ class MultiHeadAttention(base.Module):
         with a cache, or in self-attention.
         """
         dtype = rotary_lib.compute_dtype(k.dtype)
-        base, size = self.rotary_base, self.key_size
+        base, size = self._rotary, self.key_size
         # Keys are `[B, S, heads, size]`: one axis between time and features.
         tables = rotary_lib.rotation(positions, k_time, size, base, dtype, 2, k)
         k = rotary_lib.rotate_by(k, *tables)
@@ -505,6 +585,17 @@ class MultiHeadAttention(base.Module):
         elif self._groups > 1:  # Queries `[B, T, kv_heads, groups, size]`.
             tables = tuple(tf.expand_dims(t, -2) for t in tables)
         return rotary_lib.rotate_by(q, *tables), k
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _normalize(
+        self, q: tf.Tensor, k: tf.Tensor, dtype: tf.DType | None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Queries and keys normalized per head (`qk_norm`); under a policy
+        (`dtype` its compute dtype) back in that dtype."""
+        q, k = self.query_norm(q), self.key_norm(k)
+        if dtype is None:
+            return q, k
+        return precision.cast(q, dtype), precision.cast(k, dtype)
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _check_cache(
@@ -607,6 +698,29 @@ class MultiHeadAttention(base.Module):
         )
 
 
+def _input_tensors(
+    query: Any, key: Any, value: Any, cache: Any, policy: Any
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Query, key and value as tensors (in the policy's compute dtype), with
+    key and value defaulting to the query; a cache only for self-attention."""
+    inputs = query
+    query = _as_tensor("query", query)
+    if cache is not None and not (
+        (key is None or key is inputs)
+        and (value is None or value is inputs or value is key)
+    ):
+        raise errors.bad_value(
+            "cache",
+            "is only for self-attention: `key` and `value` must be None",
+            cache,
+        )
+    key = query if key is None or key is inputs else _as_tensor("key", key)
+    value = key if value is None else _as_tensor("value", value)
+    if policy is not None:
+        return _cast_inputs(query, key, value, policy.compute_dtype)
+    return query, key, value
+
+
 def _first_inputs(
     query: tf.Tensor, key: tf.Tensor, value: tf.Tensor
 ) -> tuple[tf.DType, tuple[int, int, int]]:
@@ -689,31 +803,51 @@ def _project(
     """`module(x)` for `[..., D]` inputs, reshaped to `shape`, with the kernels
     only; with a `dtype` (a policy's compute dtype) the kernel and bias are in it.
 
-    The kernel is the projection's weight step's (`weights.py`), as in its own
-    call. One 2-D matmul over all rows: TensorFlow's gradient of a batched
-    matmul by a 2-D weight is a matmul per example plus a sum (about twice the
-    CPU time of the weight gradient here).
+    The projection's own op sequence (`linear.product`: weight step, matmul,
+    adapter, bias), on raw kernels. One 2-D matmul over all rows:
+    TensorFlow's gradient of a batched matmul by a 2-D weight is a matmul per
+    example plus a sum (about twice the CPU time of the weight gradient here).
     """
-    w = module._weight_step(module, dtype)
-    rows = _reshape(x, (-1, w.shape[0]))
-    y = _MAT_MUL(a=rows, b=w)
-    if module.lora is not None:  # A low-rank adapter (`snt.lora`).
-        y = module.lora.add_to(rows, y, dtype)
-    if module.with_bias:
-        b = module.b if dtype is None else precision.cast(module.b, dtype)
-        y = _BIAS_ADD(value=y, bias=b)
-    return _reshape(y, shape)
+    rows = _reshape(x, (-1, module.w.shape[0]))
+    return _reshape(linear.product(module, rows, dtype, raw=True), shape)
 
 
-def _causal(time: Any, key_time: Any, like: tf.Tensor) -> tf.Tensor:
+def _causal(
+    time: Any, key_time: Any, like: tf.Tensor, window: int | None = None
+) -> tf.Tensor:
     if (
         type(time) is int
         and type(key_time) is int
         and time * key_time <= _MAX_CACHED_MASK
         and tf.executing_eagerly()
     ):
-        return _eager_causal_mask(time, key_time, like.device)
-    return _causal_mask(time, key_time)
+        return _eager_causal_mask(time, key_time, like.device, window)
+    return _causal_mask(time, key_time, None, window)
+
+
+def _allowed(
+    time: Any,
+    key_time: Any,
+    cached: tuple[Any, ...] | None,
+    positions: Any,
+    causal: bool,
+    user_mask: tf.Tensor | None,
+    like: tf.Tensor,
+    window: int | None = None,
+) -> tf.Tensor | None:
+    """Where queries may attend (None: everywhere): causally with a cache or
+    `causal`, within the `window`, and where the user's mask allows."""
+    if cached is not None:
+        attend = _causal_mask(time, cached[3], positions, window)
+    elif causal:
+        attend = _causal(time, key_time, like, window)
+    elif window is not None:
+        attend = _window_mask(time, key_time, window)
+    else:
+        attend = None
+    if user_mask is not None:
+        attend = user_mask if attend is None else tf.logical_and(user_mask, attend)
+    return attend
 
 
 def _cache_tensor(

@@ -8,12 +8,13 @@ import inspect
 import os
 import pprint
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 import tensorflow as tf
 
-from sonnet._src import eager_init, freezing, keras_variables, module_config, tf_compat
+from sonnet._src import eager_init, tf_compat, variable_walk
 from sonnet._src import once as once_lib
 
 T = TypeVar("T")
@@ -209,6 +210,58 @@ def auto_repr(cls: type, *args: Any, **kwargs: Any) -> str:
     return f"{cls.__name__}(\n" + ",\n".join(lines) + ",\n)"
 
 
+# The constructor call of every module is recorded once, when the
+# constructor returns (`_record_call`): as the `repr` text (all arguments as
+# given, the original's format) and as the arguments themselves, kept by
+# reference for `snt.KerasLayer.get_config` (`module_config` describes a
+# module by them), except values that could be large or single-use.
+
+
+class Dropped:
+    """Stands in a recorded constructor call for an argument not kept (e.g. an
+    array)."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}>"
+
+
+_PLAIN = frozenset({type(None), bool, int, float, str})
+# Values of these types are not kept: they can be large (the module holds
+# what it needs of them) or used up (iterators), so keeping them could cost
+# memory or break pickling and deep copies of the module.
+_NOT_KEPT = (np.ndarray, tf.Tensor, tf.Variable, Iterator)
+
+
+def _keep(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is list or kind is tuple:
+        return kind(_keep(v) for v in value)
+    if kind is dict:
+        return {k: _keep(v) for k, v in value.items()}
+    if issubclass(kind, _NOT_KEPT):
+        return Dropped(f"{kind.__module__}.{kind.__qualname__}")
+    return value
+
+
+def _kept_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The constructor call `(args, kwargs)` as kept on the module."""
+    return tuple(map(_keep, args)), {k: _keep(v) for k, v in kwargs.items()}
+
+
+def _record_call(
+    obj: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Records the constructor call of `obj`: its `repr` and its arguments."""
+    state = vars(obj)
+    state["_auto_repr"] = auto_repr(cls, *args, **kwargs)
+    state["_snt_call"] = _kept_call(args, kwargs)
+
+
 def _auto_repr(self: Any) -> str:
     """The `repr` stored by the constructor (a default one until it returns)."""
     text = getattr(self, "_auto_repr", None)
@@ -299,9 +352,7 @@ class ModuleMetaclass(abc.ABCMeta):
                 f"`super().__init__()` as the first line of `{cls.__name__}"
                 ".__init__`."
             )
-        state["_auto_repr"] = auto_repr(cls, *args, **kwargs)
-        # The call itself, for `snt.KerasLayer.get_config` (`module_config`).
-        state["_snt_call"] = module_config.record(args, kwargs)
+        _record_call(obj, cls, args, kwargs)
         return obj
 
 
@@ -425,7 +476,7 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         >>> [v.name for v in head.variables]
         ['head/dense/kernel:0', 'head/dense/bias:0', 'head/scale:0']
         """
-        result = keras_variables.variables(self)
+        result = variable_walk.variables(self)
         if not result and not getattr(self, _ALLOW_EMPTY, False):
             raise ValueError(_EMPTY_MESSAGE.format(module=self, prop="variables"))
         return result
@@ -441,17 +492,9 @@ class Module(tf.Module, metaclass=ModuleMetaclass):
         and frozen layers are only in `variables`. So are the variables of
         modules frozen with `snt.freeze` (or by `snt.lora.add`).
         """
-        if tf.inside_function():
-            # A traced train step keeps this list: `snt.freeze` warns then.
-            freezing.record_traced_read(self)
-        if freezing.ACTIVE:
-            # Frozen modules' variables are not trained (`snt.freeze`); a
-            # module whose variables are all frozen has none (no error).
-            result, dropped = freezing.trainable_variables(self)
-            if dropped:
-                return result
-        else:
-            result = keras_variables.trainable_variables(self)
+        result, dropped = variable_walk.trainable_variables(self)
+        if dropped:  # Frozen ones left out: none left is not an error.
+            return result
         if not result and not getattr(self, _ALLOW_EMPTY, False):
             raise ValueError(
                 _EMPTY_MESSAGE.format(module=self, prop="trainable_variables")

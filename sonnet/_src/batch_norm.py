@@ -262,6 +262,24 @@ class BaseBatchNorm(NormParams, base.Module):
 
     @once
     def _initialize(self, inputs: tf.Tensor) -> None:
+        """Checks the first inputs, then creates the statistics and
+        parameters and chooses the kernel."""
+        rank, channel_axis, channels = self._check_first_inputs(inputs)
+        self._rank = rank
+        self._channel_axis = channel_axis
+        self._channels = channels
+        self._dtype = inputs.dtype
+        self._axis = tuple(i for i in range(rank) if i != channel_axis)
+        stats_shape = [channels if i == channel_axis else 1 for i in range(rank)]
+        self._initialize_statistics(inputs, stats_shape)
+        self.shape = tf.TensorShape(stats_shape)
+        self._stats_shape = tuple(stats_shape)
+        self.create_params(params_shape(rank, channel_axis, channels), inputs.dtype)
+        self._choose_kernel(inputs.dtype, rank, channels, channel_axis == rank - 1)
+
+    @base.no_name_scope  # Called inside `_initialize`'s scope.
+    def _check_first_inputs(self, inputs: tf.Tensor) -> tuple[int, int, int]:
+        """The first inputs' rank, channel axis and number of channels, checked."""
         shape = inputs.shape
         rank = shape.rank
         min_rank = 1 if self._channel_index == -1 else 2
@@ -284,19 +302,16 @@ class BaseBatchNorm(NormParams, base.Module):
             raise errors.bad_value(
                 "inputs", "must have a statically known number of channels", inputs
             )
-        self._rank = rank
-        self._channel_axis = channel_axis
-        self._channels = channels
-        self._dtype = inputs.dtype
-        self._axis = tuple(i for i in range(rank) if i != channel_axis)
-        channels_last = channel_axis == rank - 1
+        return rank, channel_axis, channels
 
+    @base.no_name_scope  # Called inside `_initialize`'s scope.
+    def _initialize_statistics(self, inputs: tf.Tensor, stats_shape: list[int]) -> None:
+        """Initializes the moving statistics' metrics (`stats_shape`)."""
         # The statistics have the input's shape with every axis but the
         # channels reduced to 1. As in the original, the moving statistics are
         # initialized with the first batch's moments (a user's metric may
         # start from them), or, for the built-in metrics, which only take the
         # shape and dtype, with zeros made outside any traced graph.
-        stats_shape = [channels if i == channel_axis else 1 for i in range(rank)]
         for argument, metric in (
             ("moving_mean", self.moving_mean),
             ("moving_variance", self.moving_variance),
@@ -317,7 +332,7 @@ class BaseBatchNorm(NormParams, base.Module):
         else:
             mean, variance = tf.nn.moments(inputs, self._axis, keepdims=True)
             # An empty batch has no moments (NaN): the metrics start from zeros.
-            num_elements = shape.num_elements()
+            num_elements = inputs.shape.num_elements()
             if num_elements == 0:
                 mean, variance = tf.zeros_like(mean), tf.zeros_like(variance)
             elif num_elements is None:
@@ -326,11 +341,12 @@ class BaseBatchNorm(NormParams, base.Module):
                 variance = tf.where(not_empty, variance, tf.zeros_like(variance))
         self.moving_mean.initialize(mean)
         self.moving_variance.initialize(variance)
-        self.shape = tf.TensorShape(stats_shape)
-        self._stats_shape = tuple(stats_shape)
 
-        self.create_params(params_shape(rank, channel_axis, channels), inputs.dtype)
-
+    @base.no_name_scope  # Called inside `_initialize`'s scope.
+    def _choose_kernel(
+        self, dtype: tf.DType, rank: int, channels: int, channels_last: bool
+    ) -> None:
+        """Decides the fused kernel's use and the moving variance's bias."""
         # Sonnet 2.0.2 used the fused kernel exactly for rank-4 channels-last
         # inputs, and that kernel returns the *unbiased* batch variance
         # (times n / (n - 1)); that is what reached the moving variance there.
@@ -340,7 +356,7 @@ class BaseBatchNorm(NormParams, base.Module):
         self._unbiased_update = self._use_fused_kernel and rank == 4 and channels_last
         fusable = (
             self._use_fused_kernel
-            and inputs.dtype in _FUSED_DTYPES
+            and dtype in _FUSED_DTYPES
             and isinstance(self._eps, float)
             and channels > 0
         )

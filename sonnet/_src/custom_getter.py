@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, errors
+from sonnet._src import base, class_patch, errors
 
 _GETATTRIBUTE = "__getattribute__"
 _NESTS = (list, tuple, dict)
@@ -39,15 +39,6 @@ class _Entry:
         return isinstance(obj, self.classes)
 
 
-# Process-global state (patched classes are process-global too), guarded by
-# `_lock` for entering and leaving blocks.
-_lock = threading.Lock()
-_active: list[_Entry] = []
-# Patched class -> (its own `__getattribute__` before patching or None, the
-# number of active blocks that need the patch).
-_patched: dict[type, tuple[Any, int]] = {}
-
-
 def _apply_getters(entries: list[_Entry], value: Any) -> Any:
     """`value` with each entry's getter applied, in turn, to its variables."""
     if isinstance(value, tf.Variable):
@@ -74,23 +65,24 @@ def _apply_getters(entries: list[_Entry], value: Any) -> Any:
 def _unpatched_lookup(cls: type) -> Callable[[Any, str], Any]:
     """The `__getattribute__` `cls` would use if nothing were patched."""
     for klass in cls.__mro__:
-        if klass in _patched:
-            own = _patched[klass][0]
-        else:
-            own = klass.__dict__.get(_GETATTRIBUTE)
+        own = _PATCH.original(klass, _GETATTRIBUTE)
         if own is not None:
             return own
     return object.__getattribute__  # pragma: no cover - `object` is in every MRO
 
 
-def _dispatching(lookup: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+def _dispatching(cls: type, attr: str, own: Any) -> Callable[[Any, str], Any]:
+    """`cls`'s replacement `__getattribute__`: its unpatched lookup, then the
+    getters of the active blocks that apply to the object."""
+    lookup = _unpatched_lookup(cls)
+
     def __getattribute__(obj: Any, name: str) -> Any:
         value = lookup(obj, name)
         # Dunder attributes (`__dict__` above all, which `vars()` and
         # `tf.Module` use to find and mutate state) are never rewritten.
         if name.startswith("__") and name.endswith("__"):
             return value
-        entries = [e for e in _active if e.applies_to(obj)]
+        entries = [e for e in _PATCH.values if e.applies_to(obj)]
         if not entries:
             return value
         return _apply_getters(entries, value)
@@ -98,26 +90,10 @@ def _dispatching(lookup: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]
     return __getattribute__
 
 
-def _patch(cls: type) -> None:
-    own, count = _patched.get(cls, (cls.__dict__.get(_GETATTRIBUTE), 0))
-    if count == 0:
-        lookup = _unpatched_lookup(cls)
-        _patched[cls] = (own, 1)
-        setattr(cls, _GETATTRIBUTE, _dispatching(lookup))
-    else:
-        _patched[cls] = (own, count + 1)
-
-
-def _unpatch(cls: type) -> None:
-    own, count = _patched[cls]
-    if count > 1:
-        _patched[cls] = (own, count - 1)
-        return
-    del _patched[cls]
-    if own is None:
-        delattr(cls, _GETATTRIBUTE)
-    else:
-        setattr(cls, _GETATTRIBUTE, own)
+# Patched classes are process-global: a block's getter applies in every
+# thread. The scopes' values are the active blocks' `_Entry`s, outermost
+# first.
+_PATCH = class_patch.ClassPatch(_dispatching)
 
 
 class _CustomVariableGetter:
@@ -132,22 +108,17 @@ class _CustomVariableGetter:
         self._getter = getter
         self._classes = tuple(classes)
         self._instances = instances
-        self._entries: list[_Entry] = []
+        self._scopes: list[contextlib.AbstractContextManager[Any]] = []
 
     def __enter__(self) -> None:
         entry = _Entry(self._getter, self._classes, self._instances)
-        with _lock:
-            for cls in self._classes:
-                _patch(cls)
-            _active.append(entry)
-        self._entries.append(entry)
+        targets = [(cls, _GETATTRIBUTE) for cls in self._classes]
+        scope = _PATCH.scope(lambda: targets, entry)
+        scope.__enter__()
+        self._scopes.append(scope)
 
     def __exit__(self, *exc_info: Any) -> None:
-        entry = self._entries.pop()
-        with _lock:
-            _active.remove(entry)
-            for cls in self._classes:
-                _unpatch(cls)
+        self._scopes.pop().__exit__(*exc_info)
 
 
 # CPython type flags: only heap types that are not immutable (i.e. classes

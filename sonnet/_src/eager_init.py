@@ -32,8 +32,8 @@ while a `tf.function` is traced. The rule, for module authors:
   (`.numpy()`, NumPy code). One that needs the graph (it reads a traced
   tensor) runs again in the trace. This is done by replacing `__call__` of
   the initializer classes while the outermost such scope is open, and only
-  while a function is traced (`_InitializersEagerly`); no other call path
-  changes.
+  while a function is traced (`_INITIALIZERS`, a `class_patch.ClassPatch`);
+  no other call path changes.
 
 Constructors are not moved: a module built inside a trace names its scope
 the graph's way (`linear_1`), which the eager context would not do.
@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import initializers, tf_compat
+from sonnet._src import class_patch, initializers, tf_compat
 
 __all__ = [
     "constants_created_eagerly",
@@ -158,54 +158,19 @@ def _constant_creator(next_creator: Callable[..., tf.Variable], **kwargs: Any) -
         return next_creator(**kwargs)
 
 
-class _InitializersEagerly:
-    """Makes `Initializer` subclasses run eagerly in this thread's scopes.
-
-    While at least one scope is open (in any thread), `__call__` of every
-    `snt.initializers.Initializer` subclass that defines one is replaced by a
-    wrapper; the wrapper runs the original in `tf.init_scope()` only in a
-    thread that is inside a scope and tracing, and falls back to the current
-    context if that fails. The classes get their own `__call__` back when the
-    last scope closes. Classes defined while a scope is open are not changed.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open = 0
-        self._originals: dict[type, Any] = {}
-
-    @contextlib.contextmanager
-    def scope(self) -> Iterator[None]:
-        if tf.executing_eagerly():  # Initializers already run eagerly.
-            yield
-            return
-        self._enter()
-        try:
-            with _flag("initializers"):
-                yield
-        finally:
-            self._exit()
-
-    def _enter(self) -> None:
-        with self._lock:
-            self._open += 1
-            if self._open > 1:
-                return
-            for cls in _subclasses(initializers.Initializer):
-                call = cls.__dict__.get("__call__")
-                if call is None or getattr(call, "__isabstractmethod__", False):
-                    continue
-                self._originals[cls] = call
-                type.__setattr__(cls, "__call__", _run_eagerly(call))
-
-    def _exit(self) -> None:
-        with self._lock:
-            self._open -= 1
-            if self._open:
-                return
-            for cls, call in self._originals.items():
-                type.__setattr__(cls, "__call__", call)
-            self._originals.clear()
+def _initializer_calls() -> list[tuple[type, str]]:
+    """`(cls, "__call__")` for each `Initializer` subclass defining one."""
+    replaced = _INITIALIZERS.replaced
+    if replaced:
+        # The outermost open scope chose: classes defined while one is open
+        # are not changed.
+        return list(replaced)
+    return [
+        (cls, "__call__")
+        for cls in _subclasses(initializers.Initializer)
+        if cls.__dict__.get("__call__") is not None
+        and not getattr(cls.__dict__["__call__"], "__isabstractmethod__", False)
+    ]
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -219,10 +184,13 @@ def _subclasses(cls: type) -> list[type]:
     return found
 
 
-def _run_eagerly(call: Callable[..., T]) -> Callable[..., T]:
+def _run_eagerly(cls: type, name: str, call: Callable[..., T]) -> Callable[..., T]:
+    """`call`, run in `tf.init_scope()` when this thread is in a scope and
+    tracing; in the current context if that fails."""
+
     @functools.wraps(call)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        if tf.executing_eagerly() or not getattr(_state, "initializers", False):
+        if tf.executing_eagerly() or _INITIALIZERS.current() is None:
             return call(*args, **kwargs)
         try:
             with tf.init_scope():
@@ -234,7 +202,19 @@ def _run_eagerly(call: Callable[..., T]) -> Callable[..., T]:
     return tf_compat.mark_do_not_convert(wrapper)
 
 
-_initializers_eagerly = _InitializersEagerly()
+# While at least one `constants_created_eagerly` scope is open in a trace (in
+# any thread), every `Initializer` subclass's own `__call__` is replaced; the
+# replacement acts only in the threads inside a scope.
+_INITIALIZERS = class_patch.ClassPatch(_run_eagerly)
+
+
+@contextlib.contextmanager
+def _initializers_eagerly() -> Iterator[None]:
+    if tf.executing_eagerly():  # Initializers already run eagerly.
+        yield
+        return
+    with _INITIALIZERS.scope(_initializer_calls):
+        yield
 
 
 @contextlib.contextmanager
@@ -246,7 +226,7 @@ def constants_created_eagerly() -> Iterator[None]:
     is created outside the graph from that value."""
     with (
         under_strategies(),
-        _initializers_eagerly.scope(),
+        _initializers_eagerly(),
         tf.variable_creator_scope(_constant_creator),
     ):
         yield

@@ -31,10 +31,10 @@ from sonnet._src import (
     checks,
     errors,
     freezing,
-    keras_variables,
     module_config,
     precision,
     tf_compat,
+    variable_walk,
 )
 from sonnet._src import once as once_lib
 
@@ -120,7 +120,7 @@ def _check_variable_dtypes(layer: Any) -> None:
     policy = layer._snt_policy
     if policy is None or policy.compute_dtype == policy.variable_dtype:
         return
-    for v in keras_variables.variables(layer.module):
+    for v in variable_walk.variables(layer.module):
         if v.dtype == policy.compute_dtype:
             raise ValueError(
                 f"`snt.KerasLayer` {layer.name!r}: its module does not follow the "
@@ -256,7 +256,7 @@ class KerasLayer(keras.layers.Layer):
     def build(self, input_shape: Any) -> None:
         """Builds the module (if needed); its variables become the weights."""
         # Keras layers inside the module included (`keras_variables`).
-        if not keras_variables.variables(self.module) or not _initialized(self.module):
+        if not variable_walk.variables(self.module) or not _initialized(self.module):
             self.call(_zeros(input_shape, self.compute_dtype), training=False)
         _check_variable_dtypes(self)
         changes = self._snt_changes
@@ -306,7 +306,7 @@ class KerasLayer(keras.layers.Layer):
             # A train function being traced keeps this list: `snt.freeze` and
             # `snt.lora.add` warn when they change it later.
             freezing.record_traced_read(self.module)
-        variables = keras_variables.variables(self.module)
+        variables = variable_walk.variables(self.module)
         trained = {id(v) for v in _trained(self.module)}
         wrappers = self._snt_weights.wrap(self, variables)
         trainable, non_trainable = [], []
@@ -377,6 +377,4 @@ class _Weights:
 def _trained(module: tf.Module) -> tuple[tf.Variable, ...]:
     """The variables `module` trains: as `snt.Module.trainable_variables`
     (frozen modules left out), without its error when there are none."""
-    if freezing.ACTIVE:
-        return freezing.trainable_variables(module)[0]
-    return keras_variables.trainable_variables(module)
+    return variable_walk.trainable_variables(module)[0]

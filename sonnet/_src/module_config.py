@@ -29,7 +29,6 @@ import importlib
 import re
 import reprlib
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -66,41 +65,6 @@ def _cannot_rebuild(what: str, received: str) -> ValueError:
         "`snt.KerasLayer` cannot rebuild its module from the Keras config: "
         f"{what}. Received: {received}."
     )
-
-
-class Dropped:
-    """Stands in a recorded call for an argument not kept (e.g. an array)."""
-
-    def __init__(self, type_name: str):
-        self.type_name = type_name
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name}>"
-
-
-_PLAIN = frozenset({type(None), bool, int, float, str})
-# Values of these types are not kept: they can be large (the module holds
-# what it needs of them) or used up (iterators), so keeping them could cost
-# memory or break pickling and deep copies of the module.
-_NOT_KEPT = (np.ndarray, tf.Tensor, tf.Variable, Iterator)
-
-
-def _keep(value: Any) -> Any:
-    kind = type(value)
-    if kind in _PLAIN:
-        return value
-    if kind is list or kind is tuple:
-        return kind(_keep(v) for v in value)
-    if kind is dict:
-        return {k: _keep(v) for k, v in value.items()}
-    if issubclass(kind, _NOT_KEPT):
-        return Dropped(f"{kind.__module__}.{kind.__qualname__}")
-    return value
-
-
-def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """The constructor call `(args, kwargs)` as kept on the module."""
-    return tuple(map(_keep, args)), {k: _keep(v) for k, v in kwargs.items()}
 
 
 # ---------------------------------------------------------------------------

@@ -5,15 +5,15 @@ How calls are seen: while `summary` traces, the `__call__` (and the fused
 defines one is replaced by a recording wrapper, and put back afterwards. This
 costs nothing outside `summary` (no hook on the hot path), keeps the classes'
 identities (`type(core).__call__ is LSTM.__call__` still holds), and sees
-modules created during the call. A lock keeps two threads from patching at
-once; calls from other threads during a summary are not recorded.
+modules created during the call. The patching is `class_patch.ClassPatch`'s
+(counted, so summaries may nest or run in several threads at once); each
+thread records only its own calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -25,6 +25,7 @@ from sonnet._src import (
     base,
     build,
     checks,
+    class_patch,
     errors,
     flops,
     freezing,
@@ -46,8 +47,6 @@ _HEADERS = (
     "Bytes",
     "FLOPs",
 )
-_LOCK = threading.RLock()
-_RECORDINGS: list[_Recording] = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +261,7 @@ def summary(module: Callable[..., Any], *args: Any, **kwargs: Any) -> Summary:
         return module(*call_args, **call_kwargs)
 
     recording = _Recording()
-    with _LOCK, _recording_calls(recording):
+    with _PATCH.scope(_recorded_methods, recording):
         concrete = tf.function(call).get_concrete_function(*specs, **kwspecs)
     return recording.summarise(concrete.graph)
 
@@ -303,13 +302,10 @@ class _Recording:
     """The calls seen in one thread during one `summary` trace."""
 
     def __init__(self) -> None:
-        self.thread = threading.get_ident()
         self.calls: list[_Call] = []
         self.stack: list[_Call] = []
 
     def wants(self, module: Any) -> bool:
-        if threading.get_ident() != self.thread:
-            return False
         # A subclass's `__call__` calling `super().__call__()` is one call.
         return not (self.stack and self.stack[-1].module is module)
 
@@ -409,7 +405,18 @@ def _module_classes() -> list[type]:
     return found
 
 
-def _recording_method(original: Any, method: str) -> Callable[..., Any]:
+def _recorded_methods() -> list[tuple[type, str]]:
+    """`(class, method)` for each recorded method a module class defines."""
+    return [
+        (cls, name)
+        for cls in _module_classes()
+        for name in _RECORDED
+        if cls.__dict__.get(name) is not None
+        and not isinstance(cls.__dict__[name], (staticmethod, classmethod))
+    ]
+
+
+def _recording_method(cls: type, method: str, original: Any) -> Callable[..., Any]:
     """`original` (a function or method descriptor), recording its calls."""
     plain = isinstance(original, types.FunctionType)
 
@@ -429,6 +436,12 @@ def _recording_method(original: Any, method: str) -> Callable[..., Any]:
     return wrapper
 
 
+# While a summary traces, in place (so which class defines `__call__`, the
+# recurrent fast path's rule, is unchanged); a scope's value is its thread's
+# `_Recording`.
+_PATCH = class_patch.ClassPatch(_recording_method)
+
+
 class _Recorded:
     """Records a call, if wanted, between `__enter__` and `__exit__`; a call
     that raises is dropped."""
@@ -436,43 +449,20 @@ class _Recorded:
     def __init__(self, module: Any, method: str) -> None:
         self.module = module
         self.method = method
+        self.recording: _Recording | None = None
         self.record: _Call | None = None
         self.outputs: Any = None
 
     def __enter__(self) -> _Recorded:
-        recording = _RECORDINGS[-1] if _RECORDINGS else None
+        recording = _PATCH.current()
         if recording is not None and recording.wants(self.module):
+            self.recording = recording
             self.record = recording.enter(self.module, self.method)
         return self
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
-        if self.record is not None:
-            _RECORDINGS[-1].exit(self.record, self.outputs, failed=kind is not None)
-
-
-class _recording_calls:
-    """Patches the recorded methods of every module class for the duration."""
-
-    def __init__(self, recording: _Recording) -> None:
-        self.recording = recording
-        self.patched: list[tuple[type, str, Any]] = []
-
-    def __enter__(self) -> None:
-        for cls in _module_classes():
-            for name in _RECORDED:
-                original = cls.__dict__.get(name)
-                if original is None or isinstance(
-                    original, (staticmethod, classmethod)
-                ):
-                    continue
-                self.patched.append((cls, name, original))
-                setattr(cls, name, _recording_method(original, name))
-        _RECORDINGS.append(self.recording)
-
-    def __exit__(self, *exc: Any) -> None:
-        _RECORDINGS.remove(self.recording)
-        for cls, name, original in reversed(self.patched):
-            setattr(cls, name, original)
+        if self.recording is not None and self.record is not None:
+            self.recording.exit(self.record, self.outputs, failed=kind is not None)
 
 
 def _variables(module: Any) -> list[tf.Variable]:

@@ -469,7 +469,7 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     return bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True))
 
 
-def diff_values(
+def diff_values(  # noqa: C901
     orig: Any, ours: Any, path: str = "", rtol: float = 1e-4, atol: float = 1e-5
 ) -> list[str]:
     """Differences between two `encode`d values, as readable lines."""
