@@ -632,10 +632,12 @@ def _quantized_mlp():
     return mlp
 
 
-def _stacked():
+def _stack_layer():
+    # A stack's layer given without its stack (tests/test_stack_finetune.py
+    # quantizes stacks).
     model = snt.nets.Transformer(num_layers=2, num_heads=2, model_size=8, stacked=True)
     model(_x(1, 3, 8))
-    return model
+    return model.stack.layer
 
 
 @pytest.mark.parametrize(
@@ -645,7 +647,7 @@ def _stacked():
         (_unbuilt_mlp, {}, ValueError, "module", "built"),
         (_layer_norm, {}, ValueError, "module", "must contain a"),
         (_quantized_mlp, {}, ValueError, "module", "int8 already"),
-        (_stacked, {}, ValueError, "module", "LayerStack"),
+        (_stack_layer, {}, ValueError, "module", "LayerStack"),
         (_mlp, {"pattern": "attention"}, ValueError, "pattern", "matches none"),
         (_mlp, {"types": snt.Conv2D}, ValueError, "types", "matches none"),
         (

@@ -538,16 +538,93 @@ def test_functions_need_adapters(function):
         function(model)
 
 
-def test_layer_stack_is_refused():
-    model = _transformer(stacked=True)
-    with pytest.raises(
-        ValueError, match=r"`module` must not hold .* inside an `snt.LayerStack`"
-    ):
-        snt.lora.add(model, rank=1)
-    with pytest.raises(
-        ValueError, match=r"`module` must not hold .* inside an `snt.LayerStack`"
-    ):
-        snt.int8.quantize(model)
+def _diverged(bad: float = float("nan"), stacked: bool = False):
+    """An adapted Transformer whose `mlp_out` adapter (layer 1 of the stack
+    when stacked) holds `bad`."""
+    model = _transformer(stacked=stacked)
+    adapters = snt.lora.add(model, rank=2)
+    _randomize(adapters)
+    adapter = next(a for name, a in adapters.items() if name.endswith("mlp_out"))
+    index = [1, 0, 0] if stacked else [0, 0]
+    adapter.b.assign(tf.tensor_scatter_nd_update(adapter.b, [index], [bad]))
+    return model
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("stacked", [False, True])
+def test_merge_refuses_non_finite_adapters_and_changes_nothing(bad, stacked):
+    model = _diverged(bad, stacked)
+    values = _values(model.variables)
+    where = (
+        "layer 1 of `transformer/stack/block/mlp_out`"
+        if stacked
+        else "`transformer/block_0/mlp_out`"
+    )
+    with pytest.raises(ValueError) as info:
+        snt.lora.merge(model)
+    message = str(info.value)
+    assert message.startswith("`module` must have finite adapters to merge: ")
+    assert where in message and "`snt.lora.remove`" in message, message
+    assert "`safe_merge=False`" in message and "Received: " in message
+    for value, variable in zip(values, model.variables, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), value)
+    # The advice: removing the adapters gives the base model back.
+    snt.lora.remove(model)
+    assert all(np.isfinite(v.numpy()).all() for v in model.variables)
+
+
+def test_merge_refuses_an_overflowing_weight():
+    linear = snt.Linear(2)
+    linear(tf.ones([1, 2]))
+    linear.w.assign([[3e38, 0.0], [0.0, 0.0]])
+    adapter = snt.lora.add(linear, rank=1)["linear"]
+    adapter.a.assign([[1.0], [0.0]])
+    adapter.b.assign([[3e38, 0.0]])  # Finite, but w + a @ b is not.
+    with pytest.raises(ValueError, match=r"`linear` has an adapter term .* overflow"):
+        snt.lora.merge(linear)
+    assert not bool(adapter.merged)
+    np.testing.assert_array_equal(
+        linear.w.numpy(), np.array([[3e38, 0.0], [0.0, 0.0]], np.float32)
+    )
+
+
+def test_safe_merge_false_merges_anyway():
+    model = _diverged()
+    snt.lora.merge(model, safe_merge=False)
+    assert not np.isfinite(model.blocks[0].mlp_out.w.numpy()).all()
+    with pytest.raises(TypeError, match=r"`safe_merge`"):
+        snt.lora.merge(model, safe_merge="yes")
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_taking_out_a_term_that_became_non_finite_is_refused(stacked):
+    model = _transformer(stacked=stacked)
+    _randomize(snt.lora.add(model, rank=2))
+    snt.lora.merge(model)
+    name = "stack/block" if stacked else "block_0"
+    adapter = snt.lora.adapters(model)[f"transformer/{name}/mlp_in"]
+    adapter.a.assign(tf.fill(adapter.a.shape, float("nan")))
+    merged = _values(model.variables)
+    for change in (snt.lora.unmerge, snt.lora.remove):
+        with pytest.raises(ValueError, match=r"keep_merged=True"):
+            change(model)
+        for value, variable in zip(merged, model.variables, strict=True):
+            np.testing.assert_array_equal(variable.numpy(), value)
+    assert all(bool(tf.reduce_all(a.merged)) for a in snt.lora.adapters(model).values())
+    # The advice: keep the merged weights (finite), drop the adapters.
+    snt.lora.remove(model, keep_merged=True)
+    assert all(np.isfinite(v.numpy()).all() for v in model.variables)
+    assert all(m.lora is None for m in _linears(model))
+
+
+def test_unmerge_safe_merge_false_writes_what_it_is_told():
+    linear = snt.Linear(2)
+    linear(tf.ones([1, 2]))
+    adapter = snt.lora.add(linear, rank=1)["linear"]
+    snt.lora.merge(linear)
+    adapter.b.assign([[float("nan"), 0.0]])
+    snt.lora.unmerge(linear, safe_merge=False)
+    assert np.isnan(linear.w.numpy()[:, 0]).all()
 
 
 def test_lora_module_arguments():

@@ -18,6 +18,13 @@ this saves memory and bandwidth for storing and loading weights, not compute.
 Rounding moves each weight by at most half a step (`scale / 2`); outputs
 typically differ from float32's by well under 1% of their scale. Biases,
 norms and every other variable stay float.
+
+A layer inside an `snt.LayerStack` (the blocks of
+`snt.nets.Transformer(stacked=True)`) holds its weights stacked, `[num_layers,
+...]`, and gets scales per layer and output channel: `w: int8 [num_layers,
+input_size, output_size]` and `w_scale: [num_layers, output_size]` (an
+Embed's `embeddings_scale`: `[num_layers, vocab_size, 1]`), the values and
+scales of each layer's own weights, as the unrolled model's would be.
 """
 
 from __future__ import annotations
@@ -53,8 +60,8 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
     Raises:
       ValueError: if the tree has no Linear or Embed with float weights that
         the filters choose (none at all, or all int8 already), a chosen one is
-        not built yet, or one sits inside an `snt.LayerStack`. Nothing is
-        changed then.
+        not built yet, or one sits inside nested `snt.LayerStack`s, or a
+        stack's layer is given without its stack. Nothing is changed then.
 
     >>> mlp = snt.nets.MLP([16, 3])
     >>> x = tf.random.normal([8, 4], seed=1)
@@ -69,7 +76,7 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
     kinds = tuple(_ATTRIBUTE)
     chosen = module_filter.select(module, kinds, types, pattern)
     todo = []
-    for layer in chosen:
+    for layer, stack in chosen:
         kind = _kind(layer)
         attribute = _ATTRIBUTE[kind]
         weight = getattr(layer, attribute, None)
@@ -80,8 +87,11 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
                 f"must be built first (call it once): `{name}` has no weights yet",
                 module,
             )
+        module_filter.check_weight_rank(module, layer, attribute, stack)
         if weight.dtype.is_floating:
-            todo.append((layer, kind, attribute, weight))
+            # A stack's weights have a leading layer axis: reduce one later.
+            axis = _REDUCED_AXIS[kind] + (stack is not None)
+            todo.append((layer, attribute, weight, axis, kind is embed.Embed))
     if not todo:
         raise errors.bad_value(
             "module",
@@ -89,8 +99,8 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
             "already",
             module,
         )
-    for layer, kind, attribute, weight in todo:
-        values, scales = _quantize(weight, _REDUCED_AXIS[kind])
+    for layer, attribute, weight, axis, keepdims in todo:
+        values, scales = _quantize(weight, axis, keepdims)
         with layer.name_scope:
             setattr(
                 layer,
@@ -103,6 +113,7 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
                 tf.Variable(scales, trainable=False, name=attribute + "_scale"),
             )
         vars(layer)["_weight_step"] = weights.Int8Kernel(attribute)
+    module_filter.restack(chosen)
     return [layer for layer, *_ in todo]
 
 
@@ -110,11 +121,14 @@ def _kind(layer: Any) -> type:
     return linear.Linear if isinstance(layer, linear.Linear) else embed.Embed
 
 
-def _quantize(weight: tf.Variable, axis: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """Symmetric int8 values and float scales of `weight`, per slice along `axis`."""
+def _quantize(
+    weight: tf.Variable, axis: int, keepdims: bool
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Symmetric int8 values and float scales of `weight`, per slice along
+    `axis` (kept as a size-1 axis with `keepdims`: an Embed's per-row scales)."""
     w = tf.convert_to_tensor(weight)
-    largest = tf.reduce_max(tf.abs(w), axis=axis, keepdims=axis == 1)
+    largest = tf.reduce_max(tf.abs(w), axis=axis, keepdims=True)
     # A zero column (or row) keeps scale 1: its values are all 0 anyway.
     scales = tf.where(largest > 0, largest / 127.0, tf.ones_like(largest))
     values = tf.cast(tf.clip_by_value(tf.round(w / scales), -127.0, 127.0), tf.int8)
-    return values, scales
+    return values, scales if keepdims else tf.squeeze(scales, axis)

@@ -24,11 +24,24 @@ checkpoint of the plain model restores into the adapted one
 initial values), and `snt.lora.save` / `snt.lora.restore` write and read the
 adapters alone. `snt.lora.merge` folds them into the weights for inference
 (`w += (alpha / rank) * a @ b`), `snt.lora.unmerge` takes them out again and
-`snt.lora.remove` gives back the plain model.
+`snt.lora.remove` gives back the plain model. `merge` first checks that
+every adapter's term, and every merged weight, is finite: an adapter holding
+NaN or inf (a diverged run) is refused, not folded into weights it would
+ruin for good (`safe_merge=False` skips the check).
+
+Layer stacks: a Linear inside an `snt.LayerStack` (e.g. the blocks of
+`snt.nets.Transformer(stacked=True)`) holds `w: [num_layers, input_size,
+output_size]`, and its adapter is stacked likewise: `a: [num_layers,
+input_size, rank]`, `b: [num_layers, rank, output_size]` and one `merged`
+flag per layer, `[num_layers]` (every variable of a stack's layer has the
+layer axis; `merge` and `unmerge` set them all), each layer's `a` drawn on
+its own. In the stack's loop each layer uses its slice: the outputs are
+those of the unrolled model with the same adapters.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -81,13 +94,16 @@ class LoRA(base.Module):
       name: Module name (default `lora`).
 
     Attributes:
-      a: `[input_size, rank]`, random at first.
-      b: `[rank, output_size]`, zeros at first.
+      a: `[input_size, rank]`, random at first (`[num_layers, input_size,
+        rank]` for a layer inside an `snt.LayerStack`, see `snt.lora.add`).
+      b: `[rank, output_size]`, zeros at first (`[num_layers, rank,
+        output_size]` in a stack).
       merged: A boolean variable (not trainable): whether `snt.lora.merge`
         has folded the adapter into its layer's weights, when the term is
         multiplied by zero. A variable, not a Python flag, so that functions
         traced before a merge stay right after it, and a checkpoint of a
-        merged model restores as merged.
+        merged model restores as merged. In a stack, one per layer
+        (`[num_layers]`).
 
     >>> adapter = snt.lora.LoRA(input_size=4, output_size=3, rank=2)
     >>> adapter(tf.ones([5, 4])).shape
@@ -138,7 +154,20 @@ class LoRA(base.Module):
 
         Returns:
           `[..., output_size]`, in the dtype of `inputs`.
+
+        Raises:
+          ValueError: for inputs of rank < 2 or another input size, or if
+            the adapter is a stacked one (its layers' stack applies it).
+          TypeError: for inputs that are not floating point.
         """
+        if self.a.shape.rank != 2:
+            raise errors.bad_value(
+                "self",
+                "must be an adapter of one layer to be called on its own; this "
+                "one holds the adapters of every layer of an `snt.LayerStack` "
+                "(the stack's layer applies them)",
+                f"a of shape {self.a.shape.as_list()}",
+            )
         shape, dtype = linear.shape_and_dtype(inputs)
         if shape.rank is not None and shape.rank < 2:
             raise errors.bad_value("inputs", "must have rank >= 2", shape)
@@ -191,7 +220,8 @@ class LoRA(base.Module):
 
     @base.no_name_scope
     def delta(self) -> tf.Tensor:
-        """`(alpha / rank) * a @ b`: what merging adds to the layer's `w`."""
+        """`(alpha / rank) * a @ b`: what merging adds to the layer's `w`
+        (`[num_layers, input_size, output_size]` for a stacked adapter)."""
         return tf.matmul(self.a, self.b) * tf.constant(self.scale, self.a.dtype)
 
 
@@ -233,7 +263,9 @@ def add(
     training loop over `module.trainable_variables` trains the adapters only
     and leaves every other variable unchanged. The model's outputs do not
     change until the adapters are trained (`b` starts at zero). Functions
-    traced before must be traced again to see the adapters.
+    traced before must be traced again to see the adapters. A Linear inside
+    an `snt.LayerStack` gets a stacked adapter, one per layer (see
+    `snt.lora`), and its stack runs it.
 
     Args:
       module: A built `tf.Module` (called at least once): its weights must
@@ -246,7 +278,8 @@ def add(
         this class (or tuple of classes), e.g. `snt.MultiHeadAttention`.
         Default None: any.
       pattern: Only adapt the Linears whose name path (the prefix of their
-        variables' names, e.g. `"transformer/block_0/attention/query"`)
+        variables' names, e.g. `"transformer/block_0/attention/query"`, or
+        `"transformer/stack/block/attention/query"` in a stacked one)
         contains a match of this regular expression (`re.search`). Default
         None: any.
       a_init: Initializer of each adapter's `a` (see `snt.lora.LoRA`).
@@ -257,8 +290,9 @@ def add(
     Raises:
       ValueError: for a rank below 1 or above a chosen weight's smaller
         dimension, filters that choose nothing, a module not built yet or
-        without Linears, a Linear that already has an adapter, or one inside
-        an `snt.LayerStack`. Nothing is changed then.
+        without Linears, a Linear that already has an adapter, one inside
+        nested `snt.LayerStack`s, or a stack's layer given without its stack.
+        Nothing is changed then.
       TypeError: for arguments of the wrong type.
 
     >>> mlp = snt.nets.MLP([8, 2])
@@ -274,12 +308,12 @@ def add(
     True
     """
     module_filter.check_eager(module, "adapted")
-    layers: list[Any] = module_filter.select(module, (linear.Linear,), types, pattern)
+    chosen = module_filter.select(module, (linear.Linear,), types, pattern)
     if alpha is not None:
         alpha = check_alpha(alpha)
     checks.initializer("a_init", a_init)
     rank = checks.size("rank", rank)
-    for layer in layers:
+    for layer, stack in chosen:
         name = module_filter.name_path(layer)
         if getattr(layer, "w", None) is None:
             raise errors.bad_value(
@@ -287,6 +321,7 @@ def add(
                 f"must be built first (call it once): `{name}` has no weights yet",
                 module,
             )
+        module_filter.check_weight_rank(module, layer, "w", stack)
         if layer.lora is not None:
             raise errors.bad_value(
                 "module",
@@ -294,7 +329,7 @@ def add(
                 "first with `snt.lora.remove`)",
                 module,
             )
-        input_size, output_size = layer.w.shape.as_list()
+        input_size, output_size = layer.w.shape.as_list()[-2:]
         try:
             check_rank(rank, input_size, output_size)
         except ValueError as e:
@@ -310,16 +345,22 @@ def add(
         _FROZEN_BY_LORA,
     )
     added: dict[str, LoRA] = {}
-    for layer in layers:
-        input_size, output_size = layer.w.shape.as_list()
+    for layer, stack in chosen:
+        input_size, output_size = layer.w.shape.as_list()[-2:]
         dtype = _adapter_dtype(layer)
-        with layer.name_scope:
-            adapter = LoRA(
-                input_size, output_size, rank, alpha, a_init, dtype, name="lora"
-            )
-        layer.lora = adapter
-        added[module_filter.name_path(layer)] = adapter
+        make = functools.partial(
+            _new_adapter, layer, input_size, output_size, rank, alpha, a_init, dtype
+        )
+        layer.lora = make() if stack is None else stack._new_stacked(make)
+        added[module_filter.name_path(layer)] = layer.lora
+    module_filter.restack(chosen)
     return added
+
+
+def _new_adapter(layer: Any, *args: Any) -> LoRA:
+    """`LoRA(*args)` named `lora` in `layer`'s name scope."""
+    with layer.name_scope:
+        return LoRA(*args, name="lora")
 
 
 def _adapter_dtype(layer: Any) -> tf.DType:
@@ -328,19 +369,22 @@ def _adapter_dtype(layer: Any) -> tf.DType:
     return dtype if dtype.is_floating else tf.float32
 
 
-def _adapted(module: Any) -> list[linear.Linear]:
-    """The Linears of `module`'s tree that have an adapter (ValueError if none)."""
+def _adapted(module: Any) -> list[module_filter.Chosen]:
+    """The Linears of `module`'s tree that have an adapter, each with the
+    `snt.LayerStack` holding it (ValueError if there are none)."""
     freezing.check_module(module)
-    found = [
-        m
+    if not any(
+        isinstance(m, linear.Linear) and m.lora is not None
         for m in freezing.tree(module)
-        if isinstance(m, linear.Linear) and m.lora is not None
-    ]
-    if not found:
+    ):
         raise errors.bad_value(
             "module", "must have LoRA adapters (added by `snt.lora.add`)", module
         )
-    return found
+    return [
+        found
+        for found in module_filter.select(module, (linear.Linear,))
+        if found.module.lora is not None
+    ]
 
 
 def adapters(module: Any) -> dict[str, LoRA]:
@@ -355,10 +399,77 @@ def adapters(module: Any) -> dict[str, LoRA]:
     >>> snt.lora.adapters(linear)
     {'linear': LoRA(input_size=4, output_size=4, rank=1, name='lora')}
     """
-    return {module_filter.name_path(m): m.lora for m in _adapted(module)}
+    return {module_filter.name_path(m): m.lora for m, _ in _adapted(module)}
 
 
-def merge(module: Any) -> None:
+def _any_merged(adapter: LoRA) -> bool:
+    """Whether the adapter (any layer of a stacked one) is merged."""
+    return bool(tf.reduce_any(adapter.merged))
+
+
+def _set_merged(adapter: LoRA, value: bool) -> None:
+    adapter.merged.assign(tf.fill(tf.shape(adapter.merged), value))
+
+
+def _in_weights(adapter: LoRA) -> tf.Tensor:
+    """The adapter's term where merged (each layer of a stacked adapter by
+    its own flag), zero elsewhere: what is in its layer's `w` now."""
+    delta = adapter.delta()
+    flags = tf.reshape(adapter.merged, adapter.merged.shape.as_list() + [1, 1])
+    return tf.where(flags, delta, tf.zeros_like(delta))
+
+
+def _unsafe(layer: Any, delta: tf.Tensor, sign: float) -> str | None:
+    """Where `w + sign * delta` would hold NaN or inf that `w` does not: a
+    description (`layer 3 of ...` in a stack), or None if nowhere."""
+    w = tf.convert_to_tensor(layer.w)
+    delta = tf.cast(delta, w.dtype)
+    finite = tf.math.is_finite(w)
+    ok = tf.math.is_finite(delta) & (tf.math.is_finite(w + sign * delta) | ~finite)
+    name = f"`{module_filter.name_path(layer)}`"
+    if w.shape.rank == 2:
+        return None if bool(tf.reduce_all(ok)) else name
+    bad = tf.where(~tf.reduce_all(ok, axis=[1, 2]))
+    if bad.shape[0] == 0:
+        return None
+    return f"layer {int(bad[0, 0])} of {name}"
+
+
+def _check_finite(
+    module: Any,
+    layers: list[Any],
+    term: Callable[[LoRA], tf.Tensor],
+    sign: float,
+    action: str,
+) -> None:
+    """Refuses `action` if a layer's `w + sign * term(layer.lora)` is not
+    finite (one layer's term at a time: no copy of every weight)."""
+    for layer in layers:
+        where = _unsafe(layer, term(layer.lora), sign)
+        if where is None:
+            continue
+        if sign > 0:
+            advice = (
+                "drop the adapters with `snt.lora.remove`, or restore finite ones "
+                "(`snt.lora.restore`, a checkpoint) first"
+            )
+        else:
+            advice = (
+                "keep the merged weights with `snt.lora.remove(module, "
+                "keep_merged=True)`, or restore the adapters as they were when "
+                "merged first"
+            )
+        raise errors.bad_value(
+            "module",
+            f"must have finite adapters to {action}: {where} has an adapter term "
+            f"`(alpha / rank) * a @ b` that is NaN or inf, or makes its weights "
+            f"overflow (a diverged run?); nothing was changed: {advice} (or pass "
+            "`safe_merge=False` to write it anyway)",
+            module,
+        )
+
+
+def merge(module: Any, *, safe_merge: bool = True) -> None:
     """Folds each adapter into its layer's weights: `w += (alpha / rank) * a @ b`.
 
     The outputs stay the same (up to float rounding) and cost a plain
@@ -370,16 +481,36 @@ def merge(module: Any) -> None:
     computes its small term, times zero: remove the adapters for the plain
     cost). Merge for inference or export, not for training.
 
+    Args:
+      module: The tree `snt.lora.add` adapted.
+      safe_merge: Whether to check, before changing anything, that every
+        adapter's term is finite and leaves its weights finite (where they
+        were). Default True: an adapter holding NaN or inf (a diverged
+        run, an overflow in bfloat16) would otherwise ruin the weights for
+        good (`unmerge` and `remove` cannot take NaN out again). False
+        skips the check (one reduction per weight).
+
     Raises:
       ValueError: if the tree has no adapters, or they are merged already, or
         a layer's weights are int8 (`snt.int8.quantize`: merge before
-        quantizing). Nothing is changed then.
+        quantizing), or (with `safe_merge`) an adapter's term is not finite,
+        naming the first such layer. Nothing is changed then.
+
+    >>> linear = snt.Linear(2)
+    >>> _ = linear(tf.ones([1, 2]))
+    >>> adapter = snt.lora.add(linear, rank=1)["linear"]
+    >>> _ = adapter.b.assign([[float("nan"), 0.0]])
+    >>> snt.lora.merge(linear)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: `module` must have finite adapters to merge: `linear` has ...
     """
     module_filter.check_eager(module, "merged")
-    layers = _adapted(module)
+    safe_merge = checks.flag("safe_merge", safe_merge)
+    layers = [layer for layer, _ in _adapted(module)]
     for layer in layers:
         name = module_filter.name_path(layer)
-        if bool(layer.lora.merged):
+        if _any_merged(layer.lora):
             raise errors.bad_value(
                 "module",
                 f"must have unmerged adapters: `{name}`'s is merged already",
@@ -392,44 +523,71 @@ def merge(module: Any) -> None:
                 f"{layer.w.dtype.name} weights (merge before `snt.int8.quantize`)",
                 module,
             )
+    if safe_merge:
+        _check_finite(module, layers, LoRA.delta, 1.0, "merge")
     for layer in layers:
         layer.w.assign_add(tf.cast(layer.lora.delta(), layer.w.dtype))
-        layer.lora.merged.assign(True)
+        _set_merged(layer.lora, True)
 
 
-def unmerge(module: Any) -> None:
+def unmerge(module: Any, *, safe_merge: bool = True) -> None:
     """Takes merged adapters out of the weights again: `w -= (alpha / rank) * a @ b`.
 
+    What is subtracted is the adapters' term now: `a` and `b` are still
+    variables, and if they changed since the merge (a training step, weight
+    decay, an assignment) the weights do not come back exactly as they were.
+
+    Args:
+      module: The tree `snt.lora.add` adapted, merged by `snt.lora.merge`.
+      safe_merge: As `merge`'s: whether to check first that every term is
+        finite and leaves the weights finite. Default True (a term that is
+        NaN now would ruin the weights, which hold the fine-tuned values).
+
     Raises:
-      ValueError: if the tree has no adapters or they are not merged.
+      ValueError: if the tree has no adapters or they are not merged, or
+        (with `safe_merge`) a term is not finite. Nothing is changed then.
     """
     module_filter.check_eager(module, "unmerged")
-    layers = _adapted(module)
+    safe_merge = checks.flag("safe_merge", safe_merge)
+    layers = [layer for layer, _ in _adapted(module)]
     for layer in layers:
-        if not bool(layer.lora.merged):
+        if not _any_merged(layer.lora):
             raise errors.bad_value(
                 "module",
                 f"must have merged adapters: `{module_filter.name_path(layer)}`'s "
                 "is not merged",
                 module,
             )
+    _take_out(module, layers, safe_merge, "unmerge")
+
+
+def _take_out(module: Any, layers: list[Any], safe_merge: bool, action: str) -> None:
+    """Subtracts merged adapters' terms from their weights, checked first."""
+    if safe_merge:
+        _check_finite(module, layers, _in_weights, -1.0, action)
     for layer in layers:
-        layer.w.assign_sub(tf.cast(layer.lora.delta(), layer.w.dtype))
-        layer.lora.merged.assign(False)
+        if _any_merged(layer.lora):
+            layer.w.assign_sub(tf.cast(_in_weights(layer.lora), layer.w.dtype))
+            _set_merged(layer.lora, False)
 
 
-def remove(module: Any, *, keep_merged: bool = False) -> None:
+def remove(module: Any, *, keep_merged: bool = False, safe_merge: bool = True) -> None:
     """Removes the adapters and unfreezes what `snt.lora.add` froze.
 
     Args:
       module: The tree `snt.lora.add` adapted.
       keep_merged: What to do with merged adapters. Default False: take them
-        out of the weights first, giving back the plain model as it was
-        before `add`. True: keep the merged weights (a plain model with the
-        fine-tuned weights, whose checkpoint has the original's layout).
+        out of the weights first (as `snt.lora.unmerge`), giving back the
+        plain model as it was before `add`. True: keep the merged weights (a
+        plain model with the fine-tuned weights, whose checkpoint has the
+        original's layout).
+      safe_merge: As `unmerge`'s, for the merged adapters taken out of the
+        weights (with `keep_merged=False`). Default True.
 
     Raises:
-      ValueError: if the tree has no adapters.
+      ValueError: if the tree has no adapters, or (with `safe_merge` and
+        without `keep_merged`) a merged adapter's term is not finite.
+        Nothing is changed then.
 
     >>> linear = snt.Linear(2)
     >>> _ = linear(tf.ones([1, 2]))
@@ -440,11 +598,15 @@ def remove(module: Any, *, keep_merged: bool = False) -> None:
     """
     module_filter.check_eager(module, "changed")
     keep_merged = checks.flag("keep_merged", keep_merged)
-    layers = _adapted(module)
+    safe_merge = checks.flag("safe_merge", safe_merge)
+    chosen = _adapted(module)
+    layers = [layer for layer, _ in chosen]
+    if not keep_merged:
+        merged = [layer for layer in layers if _any_merged(layer.lora)]
+        _take_out(module, merged, safe_merge, "take out of the weights")
     for layer in layers:
-        if bool(layer.lora.merged) and not keep_merged:
-            layer.w.assign_sub(tf.cast(layer.lora.delta(), layer.w.dtype))
         del layer.lora
+    module_filter.restack(chosen)
     freezing.mark(
         [
             m
@@ -480,7 +642,7 @@ def restore(module: Any, path: str) -> None:
     module_filter.check_eager(module, "restored")
     found = adapters(module)
     for name, adapter in found.items():
-        if bool(adapter.merged):
+        if _any_merged(adapter):
             raise errors.bad_value(
                 "module",
                 f"must have unmerged adapters to restore into: `{name}`'s is "

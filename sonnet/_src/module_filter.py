@@ -7,17 +7,30 @@ must be an instance of (`snt.MultiHeadAttention`: only the attention
 projections), and `pattern`, a regular expression searched (`re.search`) in
 the module's name path, the prefix of its variables' names
 (`"transformer/block_0/attention/query"`). A module reachable twice is chosen
-once. Modules inside an `snt.LayerStack` hold stacked weights and are refused.
+once. A module inside an `snt.LayerStack` (its template layer, `stack.layer`)
+is chosen like any other, by the name path of its stacked variables
+(`"transformer/stack/block/attention/query"`); `select` says which stack
+holds it, since its weights have a leading `num_layers` axis and the
+feature must make its variables per layer and rebind the stack
+(`LayerStack._new_stacked`, `LayerStack._restack`). Nested stacks are
+refused.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 from sonnet._src import errors, freezing, keras_variables, layer_stack
+
+
+class Chosen(NamedTuple):
+    """A module `select` chose, and the `snt.LayerStack` holding it (or None)."""
+
+    module: Any
+    stack: layer_stack.LayerStack | None
 
 
 def check_eager(module: Any, action: str) -> None:
@@ -72,13 +85,15 @@ def select(
     kinds: tuple[type, ...],
     types: Any = None,
     pattern: Any = None,
-) -> list[tf.Module]:
+) -> list[Chosen]:
     """The instances of `kinds` in `module`'s tree (itself included) that pass
-    the filters, in `tf.Module`'s walk order.
+    the filters, in `tf.Module`'s walk order, each with the `snt.LayerStack`
+    whose template holds it (None outside stacks).
 
     Raises a `ValueError` naming `types` or `pattern` when the tree has
     instances of `kinds` but the filters leave none, and one naming `module`
-    when it has none at all (saying so when the module is not built yet).
+    when it has none at all (saying so when the module is not built yet), or
+    when one sits inside nested `snt.LayerStack`s.
     """
     freezing.check_module(module)
     wanted_types = check_types(types)
@@ -94,22 +109,12 @@ def select(
     seen: set[int] = set()
     typed: set[int] = set()  # Candidates that pass the `types` filter.
     candidates: list[tf.Module] = []
-    chosen: list[tf.Module] = []
+    chosen: list[Chosen] = []
     for path, found in order:
         if not isinstance(found, kinds) or id(found) in seen:
             continue
         seen.add(id(found))
         enclosing = [by_path[path[:i]] for i in range(len(path)) if path[:i] in by_path]
-        for outer in enclosing:
-            if isinstance(outer, layer_stack.LayerStack):
-                raise errors.bad_value(
-                    "module",
-                    f"must not hold `{name_path(found)}` inside an `snt.LayerStack` "
-                    "(its weights are stacked, one slice per layer); build the "
-                    "model unstacked (e.g. `snt.nets.Transformer(stacked=False)`, "
-                    "converting weights with `snt.nets.copy_transformer_weights`)",
-                    module,
-                )
         candidates.append(found)
         if wanted_types is not None and not any(
             isinstance(m, wanted_types) for m in (*enclosing, found)
@@ -118,7 +123,16 @@ def select(
         typed.add(id(found))
         if wanted_names is not None and not wanted_names.search(name_path(found)):
             continue
-        chosen.append(found)
+        stacks = [m for m in enclosing if isinstance(m, layer_stack.LayerStack)]
+        if len(stacks) > 1:
+            raise errors.bad_value(
+                "module",
+                f"must not hold `{name_path(found)}` inside nested "
+                "`snt.LayerStack`s (its weights have two layer axes); leave it "
+                "out with `types` or `pattern`",
+                module,
+            )
+        chosen.append(Chosen(found, stacks[0] if stacks else None))
     kind_names = " or ".join(f"`snt.{k.__name__}`" for k in kinds)
     if not candidates:
         if not _has_variables(module):
@@ -142,6 +156,31 @@ def select(
             types if argument == "types" else pattern,
         )
     return chosen
+
+
+def check_weight_rank(
+    module: Any, layer: Any, attribute: str, stack: layer_stack.LayerStack | None
+) -> None:
+    """Refuses a chosen layer whose weight `attribute` is stacked
+    (`[num_layers, ...]`, rank 3) when `select` found it outside a stack: a
+    stack's layer (or a part of it) was given without its stack."""
+    weight = getattr(layer, attribute)
+    if stack is None and weight.shape.rank == 3:
+        raise errors.bad_value(
+            "module",
+            f"must hold the `snt.LayerStack` of `{name_path(layer)}`, whose "
+            f"{attribute} of shape {weight.shape.as_list()} is stacked (pass the "
+            "stack, or a module holding it, not its layer)",
+            module,
+        )
+
+
+def restack(chosen: list[Chosen]) -> None:
+    """Binds each stack holding a changed layer to its template's variables
+    as they are now (`LayerStack._restack`), once per stack."""
+    stacks = {id(stack): stack for _, stack in chosen if stack is not None}
+    for stack in stacks.values():
+        stack._restack()
 
 
 def _is_module(value: Any) -> bool:

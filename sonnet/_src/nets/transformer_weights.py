@@ -5,7 +5,10 @@ An unrolled `snt.nets.Transformer` keeps block `i`'s variables under
 one variable in one `[num_layers, ...]` variable under `stack/layer/...`.
 Both are described here as one list of per-block variables, in the unrolled
 naming (`block_3/mlp_in/w`, ..., then `final_norm/...`), and copied in that
-order.
+order. Fine-tuning variables are variables like the others: LoRA adapters
+(`block_3/attention/query/lora/a`, `snt.lora`; a stacked model's hold a
+slice per layer, one `merged` flag per layer) and int8 weights with their
+scales (`snt.int8`) are copied when both models have them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from sonnet._src.nets import transformer as transformer_lib
 class _Entry(NamedTuple):
     name: str  # In the unrolled naming.
     shape: tf.TensorShape
+    dtype: tf.DType
     read: Callable[[], tf.Tensor]
 
 
@@ -50,14 +54,21 @@ def _entries(transformer: transformer_lib.Transformer) -> list[_Entry]:
         for i in range(transformer.num_layers):
             for path, v in stacked:
                 entries.append(
-                    _Entry(f"block_{i}/{path}", v.shape[1:], lambda v=v, i=i: v[i])
+                    _Entry(
+                        f"block_{i}/{path}",
+                        v.shape[1:],
+                        v.dtype,
+                        lambda v=v, i=i: v[i],
+                    )
                 )
     else:
         for i, block in enumerate(transformer.blocks):
             for path, v in _variables(block):
-                entries.append(_Entry(f"block_{i}/{path}", v.shape, v.read_value))
+                entries.append(
+                    _Entry(f"block_{i}/{path}", v.shape, v.dtype, v.read_value)
+                )
     for path, v in _variables(transformer.final_norm):
-        entries.append(_Entry(f"final_norm/{path}", v.shape, v.read_value))
+        entries.append(_Entry(f"final_norm/{path}", v.shape, v.dtype, v.read_value))
     return entries
 
 
@@ -79,6 +90,42 @@ def _assign(transformer: transformer_lib.Transformer, values: list[tf.Tensor]) -
         v.assign(next(rest))
 
 
+def _describe(entry: _Entry) -> str:
+    return f"{entry.name} {entry.dtype.name}{entry.shape}"
+
+
+def _hint(mine: _Entry, other: _Entry) -> str:
+    """What to do when `target`'s entry `mine` and `source`'s `other`
+    differ by fine-tuning state (adapters, int8 weights)."""
+    ours, theirs = "/lora/" in mine.name, "/lora/" in other.name
+    if theirs and not ours:
+        return (
+            " (`source` has LoRA adapters and `target` none there: fold them "
+            "into `source`'s weights with `snt.lora.merge(source)` and "
+            "`snt.lora.remove(source, keep_merged=True)` first, or add "
+            "adapters of the same rank to `target` with `snt.lora.add` to "
+            "copy them too)"
+        )
+    if ours and not theirs:
+        return (
+            " (`target` has LoRA adapters and `source` none there: add "
+            "adapters of the same rank to `source` too, or copy before "
+            "`snt.lora.add(target, ...)`)"
+        )
+    int8 = (mine.dtype == tf.int8, other.dtype == tf.int8)
+    if int8 == (False, True) or other.name.endswith("_scale"):
+        return (
+            " (`source` has int8 weights: `snt.int8.quantize(target)` first, or "
+            "copy from `source` before it was quantized)"
+        )
+    if int8 == (True, False) or mine.name.endswith("_scale"):
+        return (
+            " (`target` has int8 weights: copy into it before "
+            "`snt.int8.quantize`, or quantize `source` too)"
+        )
+    return ""
+
+
 def copy_transformer_weights(
     source: transformer_lib.Transformer, target: transformer_lib.Transformer
 ) -> transformer_lib.Transformer:
@@ -88,7 +135,10 @@ def copy_transformer_weights(
     and the unrolled default: restore the checkpoint into a model of the
     kind it was written by, copy, and save the other model. The two must
     have the same depth and sizes (the other options, e.g. `dropout_rate`
-    or `remat`, may differ). Nothing is assigned unless every variable
+    or `remat`, may differ) and the same fine-tuning variables: LoRA
+    adapters of the same rank on the same layers (`snt.lora.add`, their
+    `merged` flags included) or int8 weights (`snt.int8.quantize`) are
+    copied when both have them. Nothing is assigned unless every variable
     matches.
 
     Args:
@@ -102,7 +152,9 @@ def copy_transformer_weights(
     Raises:
       TypeError: if either is not an `snt.nets.Transformer`.
       ValueError: if `source` has no variables yet, or the two differ in
-        depth or sizes (naming the first variable that differs).
+        depth, sizes or fine-tuning variables (naming the first variable
+        that differs, and what to do when it is an adapter or an int8
+        weight).
 
     >>> unrolled = snt.nets.Transformer(num_layers=3, num_heads=2, model_size=8)
     >>> x = tf.random.normal([2, 4, 8])
@@ -125,14 +177,19 @@ def copy_transformer_weights(
     if not _built(target):
         target(tf.zeros([1, 1, target.model_size]))
     theirs, ours = _entries(source), _entries(target)
-    missing = _Entry("nothing", tf.TensorShape([]), lambda: tf.zeros([]))
+    missing = _Entry("nothing", tf.TensorShape([]), tf.float32, lambda: tf.zeros([]))
     for mine, other in itertools.zip_longest(ours, theirs, fillvalue=missing):
-        if mine.name != other.name or mine.shape != other.shape:
+        if (mine.name, mine.shape, mine.dtype) != (
+            other.name,
+            other.shape,
+            other.dtype,
+        ):
             raise errors.bad_value(
                 "target",
-                "must have the depth and sizes of `source`; the first variable "
-                f"that differs is {other.name} {other.shape} of `source`",
-                f"{mine.name} {mine.shape}",
+                "must have the depth, sizes and fine-tuning variables of "
+                f"`source`; the first variable that differs is {_describe(other)} "
+                f"of `source`{_hint(mine, other)}",
+                _describe(mine),
             )
     _assign(target, [entry.read() for entry in theirs])
     return target

@@ -39,6 +39,12 @@ def _transformer_lora() -> snt.Module:
     return _with_adapters(model, _sequence(2, 4, 8), pattern="attention")
 
 
+def _stacked_transformer_lora() -> snt.Module:
+    # Stacked adapters (`[num_layers, ...]`) on every Linear of the blocks.
+    model = snt.nets.Transformer(num_layers=2, model_size=8, num_heads=2, stacked=True)
+    return _with_adapters(model, _sequence(2, 4, 8))
+
+
 def _quantized(module: snt.Module, *inputs: tf.Tensor) -> snt.Module:
     module(*inputs)
     snt.int8.quantize(module)
@@ -55,6 +61,12 @@ def _embed_int8() -> snt.Module:
 
 def _transformer_int8() -> snt.Module:
     model = snt.nets.Transformer(num_layers=1, model_size=8, num_heads=2)
+    return _quantized(model, _sequence(2, 4, 8))
+
+
+def _stacked_transformer_int8() -> snt.Module:
+    # Per-layer, per-output-channel scales (`w_scale: [num_layers, out]`).
+    model = snt.nets.Transformer(num_layers=2, model_size=8, num_heads=2, stacked=True)
     return _quantized(model, _sequence(2, 4, 8))
 
 
@@ -98,6 +110,13 @@ CASES = [
         lambda: (_sequence(2, 4, 8),),
         precisions=_BUILT_IN_FLOAT32,
     ),
+    case.Case(
+        "Transformer-stacked-lora",
+        snt.nets.Transformer,
+        _stacked_transformer_lora,
+        lambda: (_sequence(2, 4, 8),),
+        precisions=_BUILT_IN_FLOAT32,
+    ),
     # int8 weights are not trainable: the training-step suite skips them.
     case.Case(
         "MLP-int8",
@@ -119,6 +138,14 @@ CASES = [
         "Transformer-int8",
         snt.nets.Transformer,
         _transformer_int8,
+        lambda: (_sequence(2, 4, 8),),
+        trainable=False,
+        precisions=_BUILT_IN_FLOAT32,
+    ),
+    case.Case(
+        "Transformer-stacked-int8",
+        snt.nets.Transformer,
+        _stacked_transformer_int8,
         lambda: (_sequence(2, 4, 8),),
         trainable=False,
         precisions=_BUILT_IN_FLOAT32,
