@@ -16,6 +16,7 @@ from sonnet import pad as pad
 from sonnet import precision as precision
 from sonnet import regularizers as regularizers
 from sonnet._src.attention import AttentionCache, MultiHeadAttention
+from sonnet._src.averaging import AveragedWeights
 from sonnet._src.axis_norm import InstanceNorm, LayerNorm
 from sonnet._src.base import Module, Optimizer, allow_empty_variables, no_name_scope
 from sonnet._src.batch_apply import BatchApply, merge_leading_dims, split_leading_dim
@@ -65,6 +66,7 @@ __version__ = "2.1.0.dev0"
 
 __all__ = [
     "AttentionCache",
+    "AveragedWeights",
     "BaseBatchNorm",
     "BatchApply",
     "BatchNorm",

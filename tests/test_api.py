@@ -26,7 +26,9 @@ SUBMODULES = {
     "VectorQuantizer VectorQuantizerEMA copy_transformer_weights",
     "nets.resnet": "BlockGroup BottleNeckBlockV1 BottleNeckBlockV2",
     # `AdamW` and `schedules` are additions of issue 13 (beyond Sonnet 2).
-    "optimizers": "Adam AdamW Momentum RMSProp SGD schedules",
+    # `Accumulator`, `Muon` and `muon_route` are additions of issue 34.
+    "optimizers": "Accumulator Adam AdamW Momentum Muon RMSProp SGD muon_route "
+    "schedules",
     "optimizers.schedules": "CosineDecay ExponentialDecay Join LinearWarmup "
     "PiecewiseConstant WarmupCosine",
     "initializers": "Constant Identity Initializer Ones Orthogonal RandomNormal "
@@ -68,6 +70,8 @@ ADDITIONS |= {"LayerStack"}
 ADDITIONS |= {"remat"}
 # Added by issue 27: fine-tuning (freezing, LoRA adapters) and int8 weights.
 ADDITIONS |= {"freeze", "unfreeze", "is_frozen", "lora", "int8"}
+# Added by issue 34: averaged weights (EMA, SWA) for evaluation.
+ADDITIONS |= {"AveragedWeights"}
 
 
 def _get(path: str):

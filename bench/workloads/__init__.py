@@ -114,6 +114,9 @@ _MODULES = {
     "memory": "bench.workloads.process",
     "remat_memory": "bench.workloads.deep",
     "remat_memory_unrolled": "bench.workloads.deep",
+    "accumulate_step": "bench.workloads.toolkit",
+    "muon_step": "bench.workloads.toolkit",
+    "ema_update": "bench.workloads.toolkit",
 }
 
 NAMES = tuple(_MODULES)
