@@ -319,3 +319,34 @@ def test_onednn_enabled_follows_tensorflows_setting() -> None:
     setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     if setting in ("0", "1"):
         assert tf_compat.onednn_enabled() is (setting == "1")
+
+
+def test_replica_all_reduce_sum_works_inside_a_traced_cond():
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+    strategy = snt.distribute.Replicator(devices)
+
+    @tf.function
+    def step(flag: tf.Tensor) -> tf.Tensor:
+        def replica() -> tf.Tensor:
+            context = tf.distribute.get_replica_context()
+            value = tf.cast(context.replica_id_in_sync_group, tf.float32) + 1.0
+
+            def reduce() -> tf.Tensor:
+                summed = tf_compat.replica_all_reduce_sum(context, [value])
+                assert summed is not None
+                return summed[0]
+
+            return tf.cond(flag, reduce, lambda: value)
+
+        return strategy.run(replica)
+
+    summed = strategy.experimental_local_results(step(tf.constant(True)))
+    assert [float(v) for v in summed] == [3.0, 3.0]  # 1 + 2 on each replica.
+    kept = strategy.experimental_local_results(step(tf.constant(False)))
+    assert [float(v) for v in kept] == [1.0, 2.0]
+
+
+def test_replica_all_reduce_sum_declines_strategies_without_collectives():
+    context = tf.distribute.get_replica_context()  # The default strategy's.
+    assert context is not None
+    assert tf_compat.replica_all_reduce_sum(context, [tf.ones([])]) is None

@@ -15,7 +15,6 @@ import numpy as np
 import tensorflow as tf
 
 from sonnet._src import eager_init, tf_compat, variable_walk
-from sonnet._src import once as once_lib
 
 T = TypeVar("T")
 
@@ -288,9 +287,11 @@ class ModuleMetaclass(abc.ABCMeta):
             if isinstance(value, property):
                 if scopes:
                     namespace[key] = _wrap_property(value)
-            elif isinstance(
-                value, (types.FunctionType, once_lib._Once)
-            ) or tf_compat.is_tf_function(value):
+            elif (
+                isinstance(value, types.FunctionType)
+                or eager_init.initialization_of(value) is not None
+                or tf_compat.is_tf_function(value)
+            ):
                 methods.append(key)
         namespace.setdefault("__repr__", _auto_repr)
         cls = super().__new__(mcs, name, bases, namespace, **kw)
@@ -310,13 +311,13 @@ class ModuleMetaclass(abc.ABCMeta):
                         tf_compat.decorate_tf_function(value, _traced_with_name_scope),
                     )
                 continue
-            original = getattr(value, once_lib.ONCE_ATTRIBUTE, None)
+            original = eager_init.initialization_of(value)
             if original is not None:
                 # A module's lazy initialisation: in the module's name scope,
                 # and outside any `tf.function` being traced (`eager_init`).
                 if scopes and _wants_name_scope(original) and _wants_name_scope(value):
                     original = with_name_scope(original)
-                setattr(cls, key, once_lib.once(eager_init.outside_trace(original)))
+                setattr(cls, key, eager_init.lazy(original))
             elif scopes and _wants_name_scope(value):
                 # `wrapt` wrappers pass `isinstance(value, FunctionType)`.
                 plain = type(value) is types.FunctionType

@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from sonnet._src import class_patch, initializers, tf_compat
+from sonnet._src import class_patch, initializers, once, tf_compat
 
 __all__ = [
     "constants_created_eagerly",
@@ -126,6 +126,22 @@ def outside_trace(f: Callable[..., T]) -> Callable[..., T]:
         return f(*args, **kwargs)
 
     return wrapper
+
+
+def initialization_of(value: Any) -> Callable[..., Any] | None:
+    """The function an `@snt.once` method (a value in a class body) wraps,
+    or None for any other value."""
+    return getattr(value, once.ONCE_ATTRIBUTE, None)
+
+
+def lazy(f: Callable[..., Any]) -> Any:
+    """`f` as a module's lazy initialisation: run at most once per instance
+    (`snt.once`), and outside any `tf.function` being traced (the rule above).
+
+    The module metaclass (`base.py`) makes every `@snt.once` method of a
+    module class one of these.
+    """
+    return once.once(outside_trace(f))
 
 
 @contextlib.contextmanager

@@ -66,7 +66,7 @@ def mark(modules: Iterable[tf.Module], value: Any) -> None:
     """Sets the freeze mark of each of `modules` to `value` (None: removes it)."""
     global ACTIVE
     modules = tuple(modules)
-    _warn_if_traced(modules)
+    warn_if_traced(modules)
     for module in modules:
         if value is None:
             vars(module).pop(KEY, None)
@@ -196,7 +196,7 @@ def _warn_if_traced_keras(layer: Any) -> None:
         if any(leaf is layer for leaf in walk(root)[0])
     ]
     if holders:
-        _warn_if_traced(holders)
+        warn_if_traced(holders)
 
 
 def _holder(modules: dict[tuple[Any, ...], tf.Module], path: tuple[Any, ...]) -> Any:
@@ -279,10 +279,11 @@ _TRACED_READS: weakref.WeakSet[tf.Module] = weakref.WeakSet()
 
 _STALE_TRACE = (
     "`{root}.trainable_variables` was read while a `tf.function` was traced, "
-    "before this change to what is frozen: a function traced then (a train "
-    "step) keeps the variables it read and still trains them (or not the new "
-    "ones). Make the train step (a new `tf.function`, or `keras.Model.compile` "
-    "again) after `snt.freeze`, `snt.unfreeze` or `snt.lora.add`."
+    "before this change to what is frozen: a train step traced then keeps the "
+    "list it read, so calling it again would still train the variables frozen "
+    "now (and not new ones, such as LoRA adapters). Trace the train step again "
+    "(a new `tf.function`, or `model.compile()` for Keras) after `snt.freeze`, "
+    "`snt.unfreeze` or `snt.lora.add`."
 )
 
 
@@ -291,12 +292,13 @@ def record_traced_read(root: tf.Module) -> None:
     _TRACED_READS.add(root)
 
 
-def _warn_if_traced(changed: Sequence[tf.Module]) -> None:
-    """Warns if a function traced before may hold a list these changes alter."""
+def warn_if_traced(changed: Sequence[tf.Module], stacklevel: int = 4) -> None:
+    """Warns if a function traced before may hold a list these changes alter
+    (`changed`: the modules changed; `stacklevel`: of the user's call)."""
     if not _TRACED_READS:
         return
     ids = {id(m) for m in changed}
     for root in list(_TRACED_READS):
         if any(id(m) in ids for m in tree(root)):
             _TRACED_READS.discard(root)
-            warnings.warn(_STALE_TRACE.format(root=root.name), stacklevel=4)
+            warnings.warn(_STALE_TRACE.format(root=root.name), stacklevel=stacklevel)

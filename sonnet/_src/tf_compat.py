@@ -45,6 +45,14 @@ checks is not public. Two names without a public spelling are re-exported
 here: the checkpoint's object graph proto (`TrackableObjectGraph`) and the
 base class of composite tensors (`CompositeTensor`).
 
+`snt.optimizers.Accumulator` sums gradients over the replicas of a
+`MirroredStrategy` (so a `snt.distribute.Replicator`) inside a `tf.cond`:
+the public `ReplicaContext.all_reduce` synchronises the replica threads
+with `merge_call`, which TensorFlow refuses inside control flow while
+tracing. `replica_all_reduce_sum` runs the strategy's own collective
+all-reduce there (its `_collective_ops._all_reduce`, what `MirroredStrategy`
+itself uses for XLA), which needs no synchronisation point.
+
 Whether TensorFlow runs its oneDNN CPU kernels (`onednn_enabled`) has no
 public API either: TensorFlow turns them on by default only on CPUs with
 AVX-512-VNNI, AVX-512-BF16, AVX-VNNI or AMX (and `TF_ENABLE_ONEDNN_OPTS`
@@ -353,3 +361,22 @@ def restore_replacement(owner: Any, name: str, trackable: Any) -> None:
     stand-in variables by stacked ones under the same names.
     """
     owner._handle_deferred_dependencies(name=name, trackable=trackable)
+
+
+def replica_all_reduce_sum(
+    context: tf.distribute.ReplicaContext, values: list[tf.Tensor]
+) -> list[tf.Tensor] | None:
+    """`values` summed over the replicas without `merge_call` (usable inside
+    `tf.cond` while tracing), or None where the strategy has no collective
+    all-reduce of its own (then use `context.all_reduce`)."""
+    collective = getattr(context.strategy.extended, "_collective_ops", None)
+    if collective is None:
+        return None
+    return list(
+        collective._all_reduce(
+            tf.distribute.ReduceOp.SUM,
+            values,
+            context._replica_id,  # pyright: ignore[reportAttributeAccessIssue]
+            tf.distribute.experimental.CommunicationOptions(),
+        )
+    )

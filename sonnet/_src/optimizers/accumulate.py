@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors, once, utils
+from sonnet._src import base, checks, errors, once, tf_compat, utils
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -237,7 +237,8 @@ def all_reduce_sum(values: list[tf.Tensor]) -> list[tf.Tensor]:
     synchronises the replica threads with `merge_call`, which TensorFlow
     refuses inside control flow while tracing; there the strategy's own
     collective all-reduce, which needs no synchronisation point, runs
-    instead (as `MirroredStrategy` itself does for XLA on GPUs).
+    instead (`tf_compat.replica_all_reduce_sum`, as `MirroredStrategy` itself
+    does for XLA on GPUs).
     """
     if not values or not tf.distribute.has_strategy():
         return values
@@ -246,15 +247,8 @@ def all_reduce_sum(values: list[tf.Tensor]) -> list[tf.Tensor]:
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return values
-    extended = context.strategy.extended
-    collective = getattr(extended, "_collective_ops", None)
-    if tf.executing_eagerly() or collective is None:
-        return list(context.all_reduce(tf.distribute.ReduceOp.SUM, values))
-    return list(
-        collective._all_reduce(  # No public spelling; see the docstring.
-            tf.distribute.ReduceOp.SUM,
-            values,
-            context._replica_id,  # pyright: ignore[reportAttributeAccessIssue]
-            tf.distribute.experimental.CommunicationOptions(),
-        )
-    )
+    if not tf.executing_eagerly():
+        summed = tf_compat.replica_all_reduce_sum(context, values)
+        if summed is not None:
+            return summed
+    return list(context.all_reduce(tf.distribute.ReduceOp.SUM, values))
