@@ -16,7 +16,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors, linear, once, precision, utils
+from sonnet._src import (
+    base,
+    checks,
+    errors,
+    linear,
+    once,
+    precision,
+    tensors,
+    utils,
+)
 from sonnet._src import rms_norm as rms_norm_lib
 from sonnet._src import rotary as rotary_lib
 
@@ -84,7 +93,7 @@ def _eager_shape(shape: tuple[int, ...]) -> tf.Tensor:
 def _reshape(x: tf.Tensor, shape: tuple[Any, ...]) -> tf.Tensor:
     """`tf.reshape`; eagerly with a cached shape tensor (a Python list would
     take the slow, converting path of the op's dispatch on every call)."""
-    if type(x) is linear.EAGER_TENSOR:
+    if type(x) is tensors.EAGER_TENSOR:
         return _RESHAPE(tensor=x, shape=_eager_shape(shape))
     return _RESHAPE(tensor=x, shape=list(shape))
 
@@ -227,9 +236,9 @@ class MultiHeadAttention(base.Module):
         value_size: int | None = None,
         model_size: int | None = None,
         num_kv_heads: int | None = None,
-        w_init: linear.Initializer | None = None,
+        w_init: tensors.Initializer | None = None,
         with_bias: bool = True,
-        b_init: linear.Initializer | None = None,
+        b_init: tensors.Initializer | None = None,
         rotary: bool = False,
         rotary_base: float = 10000.0,
         rotary_scaling: dict[str, Any] | None = None,
@@ -373,7 +382,7 @@ class MultiHeadAttention(base.Module):
         self._sizes = (query.shape[-1], key.shape[-1], value.shape[-1])
         self._softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
         self._dtype = dtype
-        linear.eager_tensor_type()
+        tensors.eager_tensor_type()
 
     @base.no_name_scope
     @utils.no_autograph
@@ -764,7 +773,7 @@ def _check_input(argument: str, x: tf.Tensor, size: int, dtype: tf.DType) -> Non
 
 
 def _as_tensor(argument: str, x: Any) -> tf.Tensor:
-    if type(x) is linear.EAGER_TENSOR or isinstance(x, tf.Tensor):
+    if type(x) is tensors.EAGER_TENSOR or isinstance(x, tf.Tensor):
         return x
     if x is None or isinstance(x, (str, bytes)):
         raise errors.bad_type(argument, "must be a float tensor `[B, T, D]`", x)

@@ -7,8 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors, initializers, once, precision
-from sonnet._src import linear as linear_lib
+from sonnet._src import base, checks, errors, initializers, once, precision, tensors
 
 _BIAS_ADD = tf.raw_ops.BiasAdd
 _ADD = tf.raw_ops.AddV2
@@ -135,7 +134,7 @@ class Bias(base.Module):
         self,
         output_size: int | Sequence[int] | None = None,
         bias_dims: Sequence[int] | None = None,
-        b_init: linear_lib.Initializer | None = None,
+        b_init: tensors.Initializer | None = None,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -149,7 +148,7 @@ class Bias(base.Module):
     @base.no_name_scope
     def _plan(self, inputs: Any) -> tuple[tf.TensorShape, tf.DType, tuple[int, ...]]:
         """Checks first-call `inputs`; returns their shape, dtype and the bias shape."""
-        shape, dtype = linear_lib.shape_and_dtype(inputs)
+        shape, dtype = tensors.shape_and_dtype(inputs)
         if shape.rank is None or shape.rank < 2:
             raise errors.bad_value("inputs", "must have rank >= 2", shape)
         if not (dtype.is_floating or dtype.is_integer):
@@ -176,7 +175,7 @@ class Bias(base.Module):
         dims = shape.as_list()
         axes = [] if self.bias_dims == () else _covered_axes(shape.rank, self.bias_dims)
         self.b = tf.Variable(
-            linear_lib.initial_value("b_init", self.b_init, list(bias_shape), dtype),
+            tensors.initial_value("b_init", self.b_init, list(bias_shape), dtype),
             name="b",
         )
         self.input_size = shape[1:]
@@ -187,7 +186,7 @@ class Bias(base.Module):
         self._last_axis_only = bool(bias_shape) and self._covered == (
             (-1, bias_shape[0]),
         )
-        linear_lib.eager_tensor_type()
+        tensors.eager_tensor_type()
 
     @base.no_name_scope
     def _check_multiplier(
@@ -248,7 +247,7 @@ class Bias(base.Module):
         if (
             multiplier is None
             and self._last_axis_only
-            and type(inputs) is linear_lib.EAGER_TENSOR
+            and type(inputs) is tensors.EAGER_TENSOR
             and self._precision is None
         ):
             try:
@@ -270,7 +269,7 @@ class Bias(base.Module):
         if policy is not None:
             dtype = policy.compute_dtype
             if not isinstance(inputs, (tf.Tensor, tf.Variable)):
-                linear_lib.shape_and_dtype(inputs)  # Our errors for None, strings.
+                tensors.shape_and_dtype(inputs)  # Our errors for None, strings.
                 inputs = tf.convert_to_tensor(inputs)
             x = precision.cast(inputs, dtype)
         if multiplier is not None:
@@ -309,7 +308,7 @@ class Bias(base.Module):
         the inputs must have the bias' dtype).
         """
         try:
-            shape, dtype = linear_lib.shape_and_dtype(inputs)
+            shape, dtype = tensors.shape_and_dtype(inputs)
         except (TypeError, ValueError) as e:
             raise e from error
         if compute_dtype is not None:

@@ -8,8 +8,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors, initializers, precision, utils, weights
-from sonnet._src import linear as linear_lib
+from sonnet._src import (
+    base,
+    checks,
+    errors,
+    initializers,
+    precision,
+    tensors,
+    utils,
+    weights,
+)
 
 
 def embedding_dim(vocab_size: int) -> int:
@@ -81,7 +89,7 @@ class Embed(base.Module):
         embed_dim: int | None = None,
         existing_vocab: Any = None,
         densify_gradients: bool = False,
-        initializer: linear_lib.Initializer | None = None,
+        initializer: tensors.Initializer | None = None,
         trainable: bool = True,
         dtype: Any = tf.float32,
         name: str | None = None,
@@ -106,7 +114,7 @@ class Embed(base.Module):
             checks.initializer("initializer", initializer)
             if initializer is None:
                 initializer = initializers.TruncatedNormal()
-            value = linear_lib.initial_value(
+            value = tensors.initial_value(
                 "initializer", initializer, [vocab_size, embed_dim], dtype
             )
         else:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from sonnet._src import (
@@ -16,12 +14,10 @@ from sonnet._src import (
     initializers,
     once,
     precision,
+    tensors,
     utils,
     weights,
 )
-
-# An initializer: any callable `(shape, dtype) -> tensor`.
-Initializer = Callable[[Any, Any], Any]
 
 # Raw kernels (`product(raw=True)`): the ops `tf.matmul` / `tf.nn.bias_add`
 # run for rank-2 tensors.
@@ -54,21 +50,6 @@ def product(module: Any, x: Any, dtype: tf.DType | None, raw: bool = False) -> A
     return y
 
 
-# The type of eager tensors, looked up by `eager_tensor_type()` when a module is
-# first built (creating a tensor at import time would initialise TF's runtime
-# before users can configure devices). Hot paths compare `type(x) is` it.
-EAGER_TENSOR: type | None = None
-
-
-def eager_tensor_type() -> type:
-    """Returns (and caches in `EAGER_TENSOR`) the type of eager tensors."""
-    global EAGER_TENSOR
-    if EAGER_TENSOR is None:
-        with tf.init_scope():
-            EAGER_TENSOR = type(tf.constant(0))
-    return EAGER_TENSOR
-
-
 # Dtypes `tf.matmul` has kernels for.
 _MATMUL_DTYPES = frozenset(
     [
@@ -82,53 +63,6 @@ _MATMUL_DTYPES = frozenset(
         tf.complex128,
     ]
 )
-
-
-def initial_value(
-    argument: str, initializer: Initializer, shape: list[int], dtype: tf.DType
-) -> tf.Tensor:
-    """`initializer(shape, dtype)` as a tensor; failures name `argument`."""
-    try:
-        value = initializer(shape, dtype)
-        # A tensor stays as it is: converting an eager one (e.g. made by
-        # `snt.distribute.create_variables_eagerly`) inside a `tf.function`
-        # would capture it into the graph, and the variable could no longer
-        # be created eagerly.
-        if not (isinstance(value, tf.Tensor) and value.dtype == dtype):
-            value = tf.convert_to_tensor(value, dtype=dtype)
-    except errors.OP_ERRORS as e:
-        # Whatever the initializer raised (a `ValueError` for a dtype it does
-        # not support, a `TypeError` for wrong arguments), ours is an instance.
-        raise errors.invalid_argument_type(
-            argument,
-            f"must create a {dtype.name} tensor of shape {list(shape)} when called "
-            f"as `{argument}(shape, dtype)` ({e})",
-            initializer,
-        ) from e
-    if not value.shape.is_compatible_with(shape):
-        raise errors.bad_value(
-            argument,
-            f"must create a tensor of the requested shape {list(shape)}, not "
-            f"{value.shape.as_list()}",
-            initializer,
-        )
-    return value
-
-
-def shape_and_dtype(inputs: Any, argument: str = "inputs") -> tuple[Any, tf.DType]:
-    """The static `tf.TensorShape` and `tf.DType` of a tensor-like `inputs`.
-
-    None or a string is refused with an error that is also an
-    `AttributeError`, as the original's `inputs.shape` raised.
-    """
-    if inputs is None or isinstance(inputs, (str, bytes)):
-        raise errors.lacks_attribute(argument, "must be a tensor", inputs)
-    if not isinstance(inputs, (tf.Tensor, tf.Variable, np.ndarray)):
-        inputs = utils.to_tensor(argument, inputs)
-    try:
-        return tf.TensorShape(inputs.shape), tf.as_dtype(inputs.dtype)
-    except TypeError as e:
-        raise errors.bad_type(argument, "must have a TensorFlow dtype", inputs) from e
 
 
 class Linear(base.Module):
@@ -186,8 +120,8 @@ class Linear(base.Module):
         self,
         output_size: int,
         with_bias: bool = True,
-        w_init: Initializer | None = None,
-        b_init: Initializer | None = None,
+        w_init: tensors.Initializer | None = None,
+        b_init: tensors.Initializer | None = None,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -212,7 +146,7 @@ class Linear(base.Module):
 
     @once.once
     def _initialize(self, inputs: Any) -> None:
-        shape, dtype = shape_and_dtype(inputs)
+        shape, dtype = tensors.shape_and_dtype(inputs)
         if shape.rank is None or shape.rank < 2:
             raise errors.bad_value("inputs", "must have rank >= 2", shape)
         input_size = shape[-1]
@@ -245,17 +179,19 @@ class Linear(base.Module):
             )
         # Same order as the original (w, then b), so seeded runs match it.
         w = tf.Variable(
-            initial_value("w_init", w_init, [input_size, self.output_size], dtype),
+            tensors.initial_value(
+                "w_init", w_init, [input_size, self.output_size], dtype
+            ),
             name="w",
         )
         if self.with_bias:
-            b = initial_value("b_init", self.b_init, [self.output_size], dtype)
+            b = tensors.initial_value("b_init", self.b_init, [self.output_size], dtype)
             self.b = tf.Variable(b, name="b")
         self.w = w
         self.w_init = w_init
         self.input_size = input_size
         self._matrix_inputs = shape.rank == 2
-        eager_tensor_type()
+        tensors.eager_tensor_type()
 
     @utils.no_autograph  # Python control flow only: traced as is.
     @base.no_name_scope
@@ -279,7 +215,7 @@ class Linear(base.Module):
         # the raw kernels (no name scope either, which has no effect on eager
         # ops). The steps are `product`'s, as in `_call`; bad inputs make a
         # kernel raise, and only then does `_call` work out what was wrong.
-        if self._matrix_inputs and type(inputs) is EAGER_TENSOR:
+        if self._matrix_inputs and type(inputs) is tensors.EAGER_TENSOR:
             policy = self._precision
             dtype = None if policy is None else policy.compute_dtype
             x = inputs if dtype is None else precision.cast(inputs, dtype)
@@ -308,7 +244,8 @@ class Linear(base.Module):
         if policy is not None:
             dtype = policy.compute_dtype
             if not isinstance(inputs, (tf.Tensor, tf.Variable)):
-                shape_and_dtype(inputs)  # Our errors for None, strings, ragged lists.
+                # Our errors for None, strings, ragged lists.
+                tensors.shape_and_dtype(inputs)
                 inputs = tf.convert_to_tensor(inputs)
             x = precision.cast(inputs, dtype)
         if self._matrix_inputs is None:
@@ -334,7 +271,7 @@ class Linear(base.Module):
         inputs must have the variables' dtype).
         """
         try:
-            shape, dtype = shape_and_dtype(inputs)
+            shape, dtype = tensors.shape_and_dtype(inputs)
         except (TypeError, ValueError) as e:
             raise e from error
         if shape.rank is not None and shape.rank < 2:

@@ -57,6 +57,7 @@ from sonnet._src import (
     linear,
     module_filter,
     precision,
+    tensors,
 )
 
 # The freeze mark `add` sets (`freezing.py`), so that `remove` unfreezes only
@@ -135,7 +136,7 @@ class LoRA(base.Module):
         self.output_size = output_size
         self.merged = tf.Variable(tf.constant(False), trainable=False, name="merged")
         self.a = tf.Variable(
-            linear.initial_value("a_init", a_init, [input_size, self.rank], dtype),
+            tensors.initial_value("a_init", a_init, [input_size, self.rank], dtype),
             name="a",
         )
         self.b = tf.Variable(tf.zeros([self.rank, output_size], dtype), name="b")
@@ -168,7 +169,7 @@ class LoRA(base.Module):
                 "(the stack's layer applies them)",
                 f"a of shape {self.a.shape.as_list()}",
             )
-        shape, dtype = linear.shape_and_dtype(inputs)
+        shape, dtype = tensors.shape_and_dtype(inputs)
         if shape.rank is not None and shape.rank < 2:
             raise errors.bad_value("inputs", "must have rank >= 2", shape)
         if not dtype.is_floating:

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors, once, utils
-from sonnet._src import linear as linear_lib
+from sonnet._src import base, checks, errors, once, tensors, utils
 
 
 def _check_output_shape(output_shape: Any) -> tuple[int, ...]:
@@ -103,7 +102,7 @@ class Reshape(base.Module):
 
     @once.once
     def _initialize(self, inputs: Any) -> None:
-        shape, _ = linear_lib.shape_and_dtype(inputs)
+        shape, _ = tensors.shape_and_dtype(inputs)
         self._check_rank(shape)
         self._shape = _check_output_shape(self._output_shape)
         self._input_shape = shape

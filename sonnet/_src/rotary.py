@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from sonnet._src import base as base_lib
-from sonnet._src import checks, errors, linear, utils
+from sonnet._src import checks, errors, tensors, utils
 
 _DEFAULT_BASE = 10000.0
 
@@ -193,7 +193,7 @@ def rotation(
         positions is None
         and type(time) is int
         and type(size) is int
-        and type(like) is linear.eager_tensor_type()
+        and type(like) is tensors.eager_tensor_type()
     ):
         return _eager_rotation(time, size, base, dtype, trailing, like.device)
     return _rotation(positions, time, size, base, dtype, trailing)

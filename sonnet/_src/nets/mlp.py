@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import base, checks, errors
+from sonnet._src import base, checks, errors, tensors
 from sonnet._src import dropout as dropout_lib
 from sonnet._src import linear as linear_lib
 
@@ -59,8 +59,8 @@ class MLP(base.Module):
     def __init__(
         self,
         output_sizes: Iterable[int],
-        w_init: linear_lib.Initializer | None = None,
-        b_init: linear_lib.Initializer | None = None,
+        w_init: tensors.Initializer | None = None,
+        b_init: tensors.Initializer | None = None,
         with_bias: bool = True,
         activation: Callable[[tf.Tensor], tf.Tensor] = tf.nn.relu,
         dropout_rate: Any = None,
