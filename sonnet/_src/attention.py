@@ -226,6 +226,8 @@ class MultiHeadAttention(base.Module):
 
     # The dtype of the first inputs; None until the module is built.
     _dtype: tf.DType | None = None
+    rotary_scaling: dict[str, Any] | None
+    _rotary: float | rotary_lib.ScaledBase
     # The last dimensions of the first query, key and value.
     _sizes: tuple[Any, Any, Any]
 
@@ -293,6 +295,9 @@ class MultiHeadAttention(base.Module):
             else checks.flag("output_bias", output_bias)
         )
         self.qk_norm = checks.flag("qk_norm", qk_norm)
+        self.qk_norm_eps = checks.real("qk_norm_eps", qk_norm_eps, allow_tensor=False)
+        if self.qk_norm_eps < 0:
+            raise errors.bad_value("qk_norm_eps", "must not be negative", qk_norm_eps)
         self.window = checks.optional_size("window", window)
         if self.rotary and self.key_size % 2:
             raise errors.bad_value(
@@ -314,27 +319,26 @@ class MultiHeadAttention(base.Module):
         self._heads_size = self.num_heads * self.value_size
         self._value_shape = (self.num_kv_heads, self.value_size)
 
-        def projection(
-            output_size: int, name: str, with_bias: bool = self.with_bias
-        ) -> linear.Linear:
+        def projection(output_size: int, name: str, bias: bool) -> linear.Linear:
             return linear.Linear(
                 output_size,
-                with_bias=with_bias,
+                with_bias=bias,
                 w_init=w_init,
-                b_init=b_init if with_bias else None,
+                b_init=b_init if bias else None,
                 name=name,
             )
 
-        self.query = projection(self.num_heads * self.key_size, "query")
-        self.key = projection(self.num_kv_heads * self.key_size, "key")
-        self.value = projection(self.num_kv_heads * self.value_size, "value")
+        bias = self.with_bias
+        self.query = projection(self.num_heads * self.key_size, "query", bias)
+        self.key = projection(self.num_kv_heads * self.key_size, "key", bias)
+        self.value = projection(self.num_kv_heads * self.value_size, "value", bias)
         self.output = projection(self.model_size, "output", self.output_bias)
         if self.qk_norm:
             self.query_norm = rms_norm_lib.RMSNorm(
-                axis=-1, eps=qk_norm_eps, name="query_norm"
+                axis=-1, eps=self.qk_norm_eps, name="query_norm"
             )
             self.key_norm = rms_norm_lib.RMSNorm(
-                axis=-1, eps=qk_norm_eps, name="key_norm"
+                axis=-1, eps=self.qk_norm_eps, name="key_norm"
             )
 
     def initial_cache(

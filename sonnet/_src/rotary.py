@@ -8,12 +8,23 @@ LLaMA's Hugging Face port: pair `i` is `(x[i], x[i + D / 2])`, not the
 interleaved `(x[2 i], x[2 i + 1])` of the paper and of GPT-J. Both give the
 same attention scores up to a fixed permutation of the projection weights,
 but checkpoints are not interchangeable without it.
+
+Frequency scaling (`scaling=`, for context extension) follows Hugging Face's
+`rope_parameters`: `{"rope_type": "linear", "factor": f}` divides every
+frequency by `f` (Chen et al., 2023, arXiv:2306.15595), and `"llama3"` (with
+`factor`, `low_freq_factor`, `high_freq_factor` and
+`original_max_position_embeddings`) divides the low frequencies only, blending
+smoothly between (Llama 3.1). Internally the base and the scaling travel
+together as one hashable value (`check_frequencies`), so the tables stay
+cached.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -32,20 +43,141 @@ def check_base(value: Any, argument: str = "base") -> float:
     return result
 
 
+# The parameters each kind of frequency scaling takes (Hugging Face's names).
+_SCALINGS = {
+    "linear": ("factor",),
+    "llama3": (
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ),
+}
+
+
+class ScaledBase(NamedTuple):
+    """A rotary base with a frequency scaling, hashable (see `check_frequencies`).
+
+    `parameters` are `_SCALINGS[rope_type]`'s values, in that order.
+    """
+
+    base: float
+    rope_type: str
+    parameters: tuple[float, ...]
+
+
+def check_scaling(value: Any, argument: str = "scaling") -> dict[str, Any] | None:
+    """A frequency scaling: None, or a mapping as Hugging Face's `rope_parameters`.
+
+    Returns a plain dict with `rope_type` and the parameters of that type, as
+    Python floats (`"type"` is accepted for `"rope_type"`, as older configs
+    write it). Unknown types and unknown or missing parameters are refused:
+    each changes the positions' angles.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise errors.bad_type(
+            argument,
+            "must be None or a mapping such as "
+            '`{"rope_type": "linear", "factor": 2.0}`',
+            value,
+        )
+    items = dict(value)
+    kind = items.pop("rope_type", items.pop("type", None))
+    if kind not in _SCALINGS:
+        raise errors.bad_value(
+            argument,
+            "must have a `rope_type` of "
+            + ", ".join(f'"{k}"' for k in _SCALINGS)
+            + " (other rotary scalings are not supported)",
+            f"rope_type={kind!r}",
+        )
+    names = _SCALINGS[kind]
+    unknown = sorted(set(items) - set(names), key=str)
+    missing = [n for n in names if n not in items]
+    if unknown or missing:
+        raise errors.bad_value(
+            argument,
+            f'with rope_type "{kind}" must have exactly the parameters '
+            + ", ".join(f"`{n}`" for n in names),
+            f"missing {missing}, unknown {unknown}",
+        )
+    result: dict[str, Any] = {"rope_type": kind}
+    for name in names:
+        number = checks.real(f"{argument}[{name!r}]", items[name], allow_tensor=False)
+        if not number > 0:
+            raise errors.bad_value(f"{argument}[{name!r}]", "must be positive", number)
+        if name == "original_max_position_embeddings":
+            if not float(number).is_integer():
+                raise errors.bad_value(
+                    f"{argument}[{name!r}]", "must be a whole number", number
+                )
+            number = int(number)
+        result[name] = number
+    if kind == "llama3" and result["high_freq_factor"] <= result["low_freq_factor"]:
+        raise errors.bad_value(
+            argument,
+            "must have `high_freq_factor` > `low_freq_factor`",
+            f"{result['high_freq_factor']} <= {result['low_freq_factor']}",
+        )
+    return result
+
+
+def check_frequencies(
+    base: Any, scaling: Any, base_argument: str = "base", argument: str = "scaling"
+) -> float | ScaledBase:
+    """What `rotation` takes as `base`: the checked base, with its scaling."""
+    checked = check_base(base, base_argument)
+    scaled = check_scaling(scaling, argument)
+    if scaled is None:
+        return checked
+    kind = scaled["rope_type"]
+    return ScaledBase(checked, kind, tuple(scaled[n] for n in _SCALINGS[kind]))
+
+
+def _scale(freqs: np.ndarray, scaled: ScaledBase) -> np.ndarray:
+    """`freqs` (float64) under `scaled`'s scaling, as `transformers` computes it."""
+    if scaled.rope_type == "linear":
+        return freqs / scaled.parameters[0]
+    factor, low, high, context = scaled.parameters
+    wavelengths = 2 * math.pi / freqs
+    low_wavelength = context / low
+    high_wavelength = context / high
+    smooth = (context / wavelengths - low) / (high - low)
+    smoothed = (1 - smooth) * freqs / factor + smooth * freqs
+    return np.where(
+        wavelengths > low_wavelength,
+        freqs / factor,
+        np.where(wavelengths < high_wavelength, freqs, smoothed),
+    )
+
+
 @functools.lru_cache(maxsize=64)
-def _frequencies(size: int, base: float, dtype: str) -> np.ndarray:
+def _frequencies(size: int, base: float | ScaledBase, dtype: str) -> np.ndarray:
     """`[-f_0, ..., -f_{D/2-1}, f_0, ..., f_{D/2-1}]` for `D = size`.
 
     The signs make `sin(p * freqs)` the signed sines that multiply the rolled
     features, while `cos` (even) is unaffected.
     """
     half = size // 2
-    freqs = base ** (-np.arange(half, dtype=np.float64) * 2.0 / size)
+    wavelength = base.base if isinstance(base, ScaledBase) else base
+    freqs = wavelength ** (-np.arange(half, dtype=np.float64) * 2.0 / size)
+    if isinstance(base, ScaledBase):
+        freqs = _scale(freqs, base)
     return np.concatenate([-freqs, freqs]).astype(dtype)
 
 
-def _dynamic_frequencies(size: Any, base: float, dtype: tf.DType) -> tf.Tensor:
+def _dynamic_frequencies(
+    size: Any, base: float | ScaledBase, dtype: tf.DType
+) -> tf.Tensor:
     """`_frequencies` for a size known only when the graph runs."""
+    if isinstance(base, ScaledBase):
+        raise errors.bad_value(
+            "x",
+            "must have a statically known last dimension with a frequency scaling",
+            "an unknown last dimension",
+        )
     check = tf.debugging.assert_equal(
         size % 2, 0, message="`x` must have an even last dimension"
     )
@@ -101,7 +233,11 @@ def _check_positions(positions: Any, x: tf.Tensor) -> tf.Tensor:
 
 
 def apply_rotary_embedding(
-    x: tf.Tensor, positions: tf.Tensor | None = None, *, base: float = _DEFAULT_BASE
+    x: tf.Tensor,
+    positions: tf.Tensor | None = None,
+    *,
+    base: float = _DEFAULT_BASE,
+    scaling: Mapping[str, Any] | None = None,
 ) -> tf.Tensor:
     """Rotates pairs of features of `x` by position-dependent angles (RoPE).
 
@@ -127,14 +263,22 @@ def apply_rotary_embedding(
         accepted too (e.g. for interpolated positions).
       base: The wavelength scale, a positive number. Default 10000.0, as in
         the paper: wavelengths range from `2 pi` to about `2 pi * base`.
+      scaling: Optional frequency scaling, in the form of Hugging Face's
+        `rope_parameters`: `{"rope_type": "linear", "factor": f}` (every
+        frequency divided by `f`) or `{"rope_type": "llama3", "factor": ...,
+        "low_freq_factor": ..., "high_freq_factor": ...,
+        "original_max_position_embeddings": ...}` (Llama 3.1's: wavelengths
+        above `original_max_position_embeddings / low_freq_factor` divided
+        by `factor`, below `... / high_freq_factor` kept, blended between).
+        Default None: no scaling.
 
     Returns:
       A tensor of the shape and dtype of `x`.
 
     Raises:
       ValueError: if `x` is not of rank 4 with an even last dimension, if
-        `positions` does not match `[T]` or `[B, T]`, or if `base` is not
-        positive.
+        `positions` does not match `[T]` or `[B, T]`, if `base` is not
+        positive, or `scaling` has another type or parameters.
       TypeError: if `x` is not floating point or `positions` not numeric.
 
     >>> x = tf.ones([1, 3, 2, 4])
@@ -144,14 +288,14 @@ def apply_rotary_embedding(
     >>> bool(tf.reduce_all(y[:, 0] == x[:, 0]))  # Position 0 is not rotated.
     True
     """
-    base = check_base(base)
+    frequencies = check_frequencies(base, scaling)
     x = _check_inputs(x)
     if positions is not None:
         positions = _check_positions(positions, x)
-    return rotate(x, positions, base)
+    return rotate(x, positions, frequencies)
 
 
-def rotate(x: tf.Tensor, positions: Any, base: float) -> tf.Tensor:
+def rotate(x: tf.Tensor, positions: Any, base: float | ScaledBase) -> tf.Tensor:
     """`apply_rotary_embedding` for checked arguments, without validation.
 
     `x` is `[B, T, ..., D]` (any rank >= 3: heads may be split over several
@@ -177,7 +321,7 @@ def rotation(
     positions: Any,
     time: Any,
     size: Any,
-    base: float,
+    base: float | ScaledBase,
     dtype: tf.DType,
     trailing: int,
     like: tf.Tensor,
@@ -200,7 +344,12 @@ def rotation(
 
 
 def _rotation(
-    positions: Any, time: Any, size: Any, base: float, dtype: tf.DType, trailing: int
+    positions: Any,
+    time: Any,
+    size: Any,
+    base: float | ScaledBase,
+    dtype: tf.DType,
+    trailing: int,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     if isinstance(size, int):
         freqs = _frequencies(size, base, dtype.name)
@@ -221,7 +370,12 @@ def _rotation(
 
 @functools.lru_cache(maxsize=32)
 def _eager_rotation(
-    time: int, size: int, base: float, dtype: tf.DType, trailing: int, device: str
+    time: int,
+    size: int,
+    base: float | ScaledBase,
+    dtype: tf.DType,
+    trailing: int,
+    device: str,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     with tf.device(device):
         return _rotation(None, time, size, base, dtype, trailing)
@@ -245,12 +399,14 @@ def rotate_by(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
 class RotaryEmbedding(base_lib.Module):
     """Rotary position embeddings as a module: `snt.apply_rotary_embedding`.
 
-    Has no variables; holds `base` so that it can be configured once, e.g.
-    in a model's constructor.
+    Has no variables; holds `base` (and `scaling`) so that it can be
+    configured once, e.g. in a model's constructor.
 
     Args:
       base: The wavelength scale, a positive number. Default 10000.0 (Su et
         al., 2021).
+      scaling: Optional frequency scaling (see `snt.apply_rotary_embedding`);
+        default None.
       name: Module name (default `rotary_embedding`).
 
     Shapes:
@@ -262,13 +418,25 @@ class RotaryEmbedding(base_lib.Module):
     TensorShape([2, 5, 4, 8])
     """
 
-    def __init__(self, base: float = _DEFAULT_BASE, name: str | None = None):
+    scaling: dict[str, Any] | None
+    _rotary: float | ScaledBase
+
+    def __init__(
+        self,
+        base: float = _DEFAULT_BASE,
+        scaling: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ):
         super().__init__(name=name)
         self.base = check_base(base)
+        # Set past `tf.Module`'s tracking, which would wrap the dict and the
+        # tuple in trackable proxies (nodes of the checkpoint graph).
+        vars(self)["scaling"] = check_scaling(scaling)
+        vars(self)["_rotary"] = check_frequencies(self.base, self.scaling)
 
     @utils.no_autograph
     def __call__(self, x: tf.Tensor, positions: tf.Tensor | None = None) -> tf.Tensor:
-        """Applies `snt.apply_rotary_embedding(x, positions, base=self.base)`.
+        """Applies `snt.apply_rotary_embedding` with this module's settings.
 
         Args:
           x: Float tensor `[B, T, H, D]`, `D` even.
@@ -277,4 +445,7 @@ class RotaryEmbedding(base_lib.Module):
         Returns:
           A tensor of the shape and dtype of `x`.
         """
-        return apply_rotary_embedding(x, positions, base=self.base)
+        x = _check_inputs(x)
+        if positions is not None:
+            positions = _check_positions(positions, x)
+        return rotate(x, positions, self._rotary)

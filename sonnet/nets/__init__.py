@@ -1,5 +1,6 @@
 """Networks built from Sonnet modules: `snt.nets`."""
 
+from sonnet._src.nets.causal_lm import CausalLM as CausalLM
 from sonnet._src.nets.cifar10_convnet import Cifar10ConvNet as Cifar10ConvNet
 from sonnet._src.nets.mlp import MLP as MLP
 from sonnet._src.nets.resnet import ResNet as ResNet
@@ -14,6 +15,7 @@ from sonnet._src.nets.vqvae import VectorQuantizerEMA as VectorQuantizerEMA
 from sonnet.nets import resnet as resnet
 
 __all__ = [
+    "CausalLM",
     "Cifar10ConvNet",
     "MLP",
     "ResNet",

@@ -25,8 +25,9 @@ from sonnet._src import layer_stack as layer_stack_lib
 from sonnet._src import linear as linear_lib
 from sonnet._src import remat as remat_lib
 from sonnet._src import rms_norm as rms_norm_lib
+from sonnet._src import rotary as rotary_lib
 
-_ACTIVATIONS = ("gelu", "relu", "swiglu")
+_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
 _NORMS = ("layer", "rms")
 
 _SQRT_HALF = 0.7071067811865476
@@ -122,6 +123,26 @@ class _BlockArgs(NamedTuple):
     use_dropout: bool
     causal: bool
     with_bias: bool
+    norm_eps: float | None
+    attention_bias: bool
+    mlp_bias: bool
+    attention_output_bias: bool
+    qk_norm: bool
+    window: int | None
+    rotary_scaling: dict[str, Any] | None
+
+
+def _norm_eps(value: Any) -> float | None:
+    if value is None:
+        return None
+    eps = checks.real("norm_eps", value, allow_tensor=False)
+    if eps < 0:
+        raise errors.bad_value("norm_eps", "must not be negative", value)
+    return eps
+
+
+def _optional_flag(argument: str, value: Any, default: bool) -> bool:
+    return default if value is None else checks.flag(argument, value)
 
 
 def _block_args(
@@ -135,6 +156,13 @@ def _block_args(
     causal: Any,
     w_init: Any,
     with_bias: Any,
+    norm_eps: Any = None,
+    attention_bias: Any = None,
+    mlp_bias: Any = None,
+    attention_output_bias: Any = None,
+    qk_norm: Any = False,
+    window: Any = None,
+    rotary_scaling: Any = None,
 ) -> _BlockArgs:
     """The checks of `TransformerBlock` and `Transformer` (one place for both)."""
     sizes = _sizes(num_heads, model_size, key_size, mlp_hidden_size)
@@ -144,7 +172,29 @@ def _block_args(
     causal = checks.flag("causal", causal)
     with_bias = checks.flag("with_bias", with_bias)
     checks.initializer("w_init", w_init)
-    return _BlockArgs(*sizes, activation, norm, rate, use_dropout, causal, with_bias)
+    attention_bias = _optional_flag("attention_bias", attention_bias, with_bias)
+    return _BlockArgs(
+        *sizes,
+        activation,
+        norm,
+        rate,
+        use_dropout,
+        causal,
+        with_bias,
+        _norm_eps(norm_eps),
+        attention_bias,
+        _optional_flag("mlp_bias", mlp_bias, with_bias),
+        _optional_flag("attention_output_bias", attention_output_bias, attention_bias),
+        checks.flag("qk_norm", qk_norm),
+        checks.optional_size("window", window),
+        rotary_lib.check_scaling(rotary_scaling, "rotary_scaling"),
+    )
+
+
+def _block_options(**options: Any) -> dict[str, Any]:
+    """The blocks' optional arguments that were given (not None), so that
+    the blocks' reprs show only those."""
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _training(is_training: Any) -> bool | tf.Tensor:
@@ -223,6 +273,13 @@ class TransformerBlock(base.Module):
         rotary_base: float = 10000.0,
         w_init: initializers.Initializer | None = None,
         with_bias: bool = True,
+        norm_eps: float | None = None,
+        attention_bias: bool | None = None,
+        mlp_bias: bool | None = None,
+        attention_output_bias: bool | None = None,
+        qk_norm: bool = False,
+        window: int | None = None,
+        rotary_scaling: dict[str, Any] | None = None,
         name: str | None = None,
     ):
         args = _block_args(
@@ -236,6 +293,13 @@ class TransformerBlock(base.Module):
             causal,
             w_init,
             with_bias,
+            norm_eps,
+            attention_bias,
+            mlp_bias,
+            attention_output_bias,
+            qk_norm,
+            window,
+            rotary_scaling,
         )
         super().__init__(name=name)
         self.num_heads = args.num_heads
@@ -247,23 +311,28 @@ class TransformerBlock(base.Module):
         self.dropout_rate = args.dropout_rate
         self.causal = args.causal
         self._use_dropout = args.use_dropout
-        self.attention_norm = _norm(args.norm, "attention_norm")
+        self.attention_norm = _norm(args.norm, "attention_norm", args.norm_eps)
         self.attention = attention_lib.MultiHeadAttention(
             num_heads=args.num_heads,
             key_size=args.key_size,
             model_size=args.model_size,
             num_kv_heads=num_kv_heads,
             w_init=w_init,
-            with_bias=args.with_bias,
+            with_bias=args.attention_bias,
             rotary=rotary,
             rotary_base=rotary_base,
+            rotary_scaling=args.rotary_scaling,
+            output_bias=args.attention_output_bias,
+            qk_norm=args.qk_norm,
+            window=args.window,
             name="attention",
+            **({} if args.norm_eps is None else {"qk_norm_eps": args.norm_eps}),
         )
-        self.mlp_norm = _norm(args.norm, "mlp_norm")
+        self.mlp_norm = _norm(args.norm, "mlp_norm", args.norm_eps)
 
         def linear(size: int, name: str) -> linear_lib.Linear:
             return linear_lib.Linear(
-                size, with_bias=args.with_bias, w_init=w_init, name=name
+                size, with_bias=args.mlp_bias, w_init=w_init, name=name
             )
 
         self.mlp_in = linear(args.mlp_hidden_size, "mlp_in")
@@ -339,6 +408,8 @@ class TransformerBlock(base.Module):
             h = tf.nn.silu(self.mlp_gate(h)) * self.mlp_in(h)
         elif self.activation == "gelu":
             h = _gelu(self.mlp_in(h))
+        elif self.activation == "gelu_tanh":
+            h = tf.nn.gelu(self.mlp_in(h), approximate=True)
         else:
             h = tf.nn.relu(self.mlp_in(h))
         h = tf.reshape(self.mlp_out(h), shape)
@@ -389,11 +460,15 @@ def _stacked_cache(
     return attention_lib.AttentionCache(*fields)
 
 
-def _norm(kind: str, name: str) -> axis_norm.LayerNorm | rms_norm_lib.RMSNorm:
+def _norm(
+    kind: str, name: str, eps: float | None = None
+) -> axis_norm.LayerNorm | rms_norm_lib.RMSNorm:
+    # Without `norm_eps`, each norm's own default (and repr).
+    extra = {} if eps is None else {"eps": eps}
     if kind == "rms":
-        return rms_norm_lib.RMSNorm(axis=-1, name=name)
+        return rms_norm_lib.RMSNorm(axis=-1, name=name, **extra)
     return axis_norm.LayerNorm(
-        axis=-1, create_scale=True, create_offset=True, name=name
+        axis=-1, create_scale=True, create_offset=True, name=name, **extra
     )
 
 
@@ -435,7 +510,9 @@ class Transformer(base.Module):
         (grouped-query attention, Ainslie et al. 2023, arXiv:2305.13245);
         default None means `num_heads` (plain multi-head attention).
       activation: The MLP's nonlinearity: `"gelu"` (default: the exact,
-        erf-based `tf.nn.gelu`, as in BERT), `"relu"`, or `"swiglu"` (a
+        erf-based `tf.nn.gelu`, as in BERT), `"gelu_tanh"` (its tanh
+        approximation, `tf.nn.gelu(x, approximate=True)`, as in GPT-2),
+        `"relu"`, or `"swiglu"` (a
         gated MLP with two input projections, `silu(mlp_gate(x)) *
         mlp_in(x)`, as in LLaMA; it has 1.5 x the MLP parameters for the
         same `mlp_hidden_size`).
@@ -467,6 +544,25 @@ class Transformer(base.Module):
         about one more forward pass of compute. Default False. Not with
         dropout while training: the recomputation would draw other random
         numbers (`snt.remat` refuses that inside `tf.function`).
+      norm_eps: The epsilon of every norm (pretrained models fix it, e.g.
+        1e-5 for GPT-2 and Llama). Default None means each norm's default
+        (`snt.LayerNorm`'s 1e-5, `snt.RMSNorm`'s 1e-6).
+      attention_bias: Whether the attention projections have biases.
+        Default None means `with_bias`.
+      mlp_bias: Whether the MLP's projections have biases. Default None
+        means `with_bias`.
+      attention_output_bias: Whether the attention's `output` projection
+        has a bias; default None means `attention_bias` (Qwen2: biases on
+        the query, key and value projections only).
+      qk_norm: Whether queries and keys are RMS-normalized per head (as
+        `snt.MultiHeadAttention`'s `qk_norm`, with `norm_eps`); default
+        False.
+      window: Sliding-window attention: position `t` attends to positions
+        `t - window < s <= t` (Mistral's `sliding_window`). Default None: all
+        earlier positions.
+      rotary_scaling: Frequency scaling of the rotary embeddings (as
+        `snt.apply_rotary_embedding`'s `scaling`, e.g. Llama 3.1's
+        `{"rope_type": "llama3", ...}`); default None.
       name: Module name (default `transformer`).
 
     Shapes:
@@ -515,6 +611,13 @@ class Transformer(base.Module):
         with_bias: bool = True,
         stacked: bool = False,
         remat: bool = False,
+        norm_eps: float | None = None,
+        attention_bias: bool | None = None,
+        mlp_bias: bool | None = None,
+        attention_output_bias: bool | None = None,
+        qk_norm: bool = False,
+        window: int | None = None,
+        rotary_scaling: dict[str, Any] | None = None,
         name: str | None = None,
     ):
         num_layers = checks.size("num_layers", num_layers)
@@ -531,6 +634,13 @@ class Transformer(base.Module):
             causal,
             w_init,
             with_bias,
+            norm_eps,
+            attention_bias,
+            mlp_bias,
+            attention_output_bias,
+            qk_norm,
+            window,
+            rotary_scaling,
         )
         super().__init__(name=name)
         self.num_layers = num_layers
@@ -553,6 +663,17 @@ class Transformer(base.Module):
             rotary_base=rotary_base,
             w_init=w_init,
             with_bias=args.with_bias,
+            **_block_options(
+                norm_eps=args.norm_eps,
+                attention_bias=None if attention_bias is None else args.attention_bias,
+                mlp_bias=None if mlp_bias is None else args.mlp_bias,
+                attention_output_bias=None
+                if attention_output_bias is None
+                else args.attention_output_bias,
+                qk_norm=args.qk_norm or None,
+                window=args.window,
+                rotary_scaling=args.rotary_scaling,
+            ),
         )
         if stacked:
             self.stack = layer_stack_lib.LayerStack(
@@ -565,7 +686,7 @@ class Transformer(base.Module):
         else:
             self.blocks = [make_block(name=f"block_{i}") for i in range(num_layers)]
             blocks = tuple(self.blocks)
-        self.final_norm = _norm(args.norm, "final_norm")
+        self.final_norm = _norm(args.norm, "final_norm", args.norm_eps)
         # A plain tuple for the loop in `__call__` (not tracked: checkpoints
         # and `variables` see `blocks` only), each call with remat if asked.
         vars(self)["_block_tuple"] = blocks

@@ -1,0 +1,2 @@
+"""Hugging Face model directories, generation, tokenizers and PEFT adapters
+(`snt.hf`)."""
