@@ -39,7 +39,7 @@ _MODULES += ["dataclasses", "pathlib"]
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = tools.parser(__doc__)
     parser.add_argument(
         "--modules",
         nargs="+",
@@ -47,19 +47,21 @@ def parse_args() -> argparse.Namespace:
         help="standard-library modules whose source is the text (a package "
         "contributes every .py file of its folder; default: %(default)s)",
     )
-    parser.add_argument("--steps", type=int, help="training steps (default 1000)")
+    tools.add_steps_argument(parser, "training steps", steps=1000, quick_steps=60)
     tools.add_run_arguments(
         parser, "char_transformer", "where plots, the sample and the checkpoint go"
     )
     tools.add_char_model_arguments(parser)
-    parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument(
+        "--learning-rate", type=float, default=3e-3, help="AdamW's peak learning rate"
+    )
     tools.add_sample_arguments(
         parser,
         "characters to generate (default: to fill the context; the model "
         "has not seen positions past it)",
     )
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=1000, quick_steps=60)
+    tools.finish_arguments(args)
     tools.finish_char_model_arguments(parser, args)
     return args
 
@@ -218,8 +220,7 @@ def train(
     with tools.progress(steps, desc) as bar:
         for step in bar:
             losses.append(float(train_step(random_batch())))
-            if step % 25 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
+            bar.record(loss=losses[-1])
             if (step + 1) % 10 == 0:
                 tf.summary.scalar(tag, np.mean(losses[-10:]), step=step + 1)
     return losses
@@ -266,10 +267,8 @@ def main(args: argparse.Namespace) -> None:
     optimizer = make_optimizer(args.learning_rate, args.steps)
     # Traced on a spec, nothing run: this also builds the model.
     spec = tf.TensorSpec([args.batch_size, args.context], tf.int32)
-    table = str(snt.summary(model, spec, is_training=True))
-    print(table)
     writer = tools.tensorboard(args.logdir)
-    tools.write_table("model/summary", table)
+    tools.show_summary("model/summary", snt.summary(model, spec, is_training=True))
 
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
@@ -298,7 +297,7 @@ def main(args: argparse.Namespace) -> None:
     sample = make_sampler(model, args.sample_length, args.temperature)
     generated, sampled_logits = sample(prompt, tf.constant(args.seed))
     text_out = args.prompt + "".join(chars[i] for i in generated.numpy()[0])
-    print(f"sampled text:\n{'-' * 60}\n{text_out}\n{'-' * 60}")
+    tools.print_sample(text_out, args.quick)
     tools.write_table("sample", text_out, step=args.steps)
     writer.flush()
     # Without the cache, every position's logits come from the whole prefix.

@@ -47,7 +47,7 @@ _NEW_MODULES = ["statistics", "fractions", "random", "heapq", "difflib", "calend
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = tools.parser(__doc__)
     parser.add_argument(
         "--checkpoint",
         metavar="PATH",
@@ -66,8 +66,7 @@ def parse_args() -> argparse.Namespace:
         "--new-modules",
         nargs="+",
         default=_NEW_MODULES,
-        help="standard-library modules whose source is the new text to "
-        "fine-tune on (default: %(default)s)",
+        help="standard-library modules whose source is the new text to fine-tune on",
     )
     parser.add_argument(
         "--rank", type=int, default=4, help="inner size of each adapter"
@@ -82,9 +81,11 @@ def parse_args() -> argparse.Namespace:
         help="adapt only the Linears whose name path matches this regular "
         "expression, e.g. 'attention' (default: every Linear)",
     )
-    parser.add_argument("--steps", type=int, help="fine-tuning steps (default 500)")
+    tools.add_steps_argument(parser, "fine-tuning steps", steps=500, quick_steps=100)
     parser.add_argument(
-        "--pretrain-steps", type=int, help="pretraining steps (default 1000)"
+        "--pretrain-steps",
+        type=int,
+        help="pretraining steps (default: 1000; with --quick: 60)",
     )
     tools.add_run_arguments(
         parser, "char_transformer_lora", "where the checkpoints, plot and sample go"
@@ -96,19 +97,19 @@ def parse_args() -> argparse.Namespace:
         "--learning-rate",
         type=float,
         default=1e-2,
-        help="peak learning rate of the adapters (default: %(default)s)",
+        help="peak learning rate of the adapters",
     )
     parser.add_argument(
         "--pretrain-learning-rate",
         type=float,
         default=3e-3,
-        help="peak learning rate of pretraining (default: %(default)s)",
+        help="peak learning rate of pretraining",
     )
     tools.add_sample_arguments(
         parser, "characters to generate (default: to fill the context)"
     )
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=500, quick_steps=100)
+    tools.finish_arguments(args)
     tools.finish_char_model_arguments(parser, args)
     if args.pretrain_steps is None:
         args.pretrain_steps = 60 if args.quick else 1000
@@ -301,7 +302,7 @@ def main(args: argparse.Namespace) -> None:
     sample = ct.make_sampler(model, args.sample_length, args.temperature)
     generated, _ = sample(prompt, tf.constant(args.seed))
     text_out = args.prompt + "".join(chars[i] for i in generated.numpy()[0])
-    print(f"sampled text:\n{'-' * 60}\n{text_out}\n{'-' * 60}")
+    tools.print_sample(text_out, args.quick)
     tools.write_table("sample", text_out, step=args.steps)
 
     # Removing merged adapters takes them out of the weights again: the
@@ -324,6 +325,10 @@ def main(args: argparse.Namespace) -> None:
         losses,
         "cross-entropy (nats/char)",
         "fine-tuning loss (LoRA) on the new text",
+        points={
+            f"held-out, before: {pretrained_loss:.3f}": (0, pretrained_loss),
+            f"held-out, after: {tuned_loss:.3f}": (args.steps, tuned_loss),
+        },
     )
     with open(os.path.join(args.out, "sample.txt"), "w", encoding="utf-8") as f:
         f.write(text_out)

@@ -45,17 +45,33 @@ import tools
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    tools.add_common_arguments(parser, "distributed_training")
+    parser = tools.parser(__doc__)
+    tools.add_common_arguments(
+        parser, "distributed_training", steps=400, quick_steps=40
+    )
     parser.add_argument("--replicas", type=int, default=4, help="virtual CPUs")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
     parser.add_argument("--task-index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=64, help="global batch")
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument("--widths", type=int, nargs="+", default=[16, 32, 32])
-    parser.add_argument("--strides", type=int, nargs="+", default=[1, 2, 1])
+    parser.add_argument(
+        "--learning-rate", type=float, default=0.05, help="momentum SGD's"
+    )
+    parser.add_argument(
+        "--widths",
+        type=int,
+        nargs="+",
+        default=[16, 32, 32],
+        help="output channels of each convolution",
+    )
+    parser.add_argument(
+        "--strides",
+        type=int,
+        nargs="+",
+        default=[1, 2, 1],
+        help="stride of each convolution",
+    )
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=400, quick_steps=40)
+    tools.finish_arguments(args)
     if len(args.widths) != len(args.strides):
         parser.error("--widths and --strides need one value per layer each")
     return args
@@ -264,13 +280,21 @@ def train(args: argparse.Namespace) -> None:
     # Only the chief writes TensorBoard logs; elsewhere `tf.summary` calls
     # find no default writer and do nothing.
     writer = tools.tensorboard(args.logdir) if chief else None
+    # Traced (not run) in the strategy's scope, on the per-replica batch; it
+    # builds the model, in every process alike (the workers create their
+    # variables together).
+    per_replica = max(1, args.batch_size // replicas)
+    spec = tf.TensorSpec([per_replica, *data.x_train.shape[1:]])
+    with strategy.scope():
+        summary = snt.summary(model, spec, is_training=False)
+    if chief:
+        tools.show_summary("model/summary", summary)
     losses = []
     start = time.perf_counter()
     with tools.progress(args.steps, quiet=not chief) as bar:
         for step in bar:
             losses.append(float(train_step(next(batches))))
-            if step % 10 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-10:]):.3f}")
+            bar.record(loss=losses[-1])
             if (step + 1) % 10 == 0:
                 tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
     elapsed = time.perf_counter() - start
@@ -284,13 +308,6 @@ def train(args: argparse.Namespace) -> None:
         print(f"trained {args.steps} steps in {elapsed:.1f}s")
         print(f"test accuracy: {correct / total:.4f} ({correct}/{total})")
         print(f"replicas in sync: {bool(np.all(sums == sums[0]))} ({replicas} copies)")
-        # Traced (not run) in the strategy's scope, on the per-replica batch.
-        per_replica = max(1, args.batch_size // replicas)
-        spec = tf.TensorSpec([per_replica, *data.x_train.shape[1:]])
-        with strategy.scope():
-            table = str(snt.summary(model, spec, is_training=False))
-        print(table)
-        tools.write_table("model/summary", table)
         tf.summary.scalar("test/accuracy", correct / total, step=args.steps)
         assert writer is not None
         writer.flush()

@@ -25,12 +25,17 @@ import tools
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    tools.add_common_arguments(parser, "functional_mlp")
-    parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser = tools.parser(__doc__)
+    tools.add_common_arguments(parser, "functional_mlp", steps=1500, quick_steps=100)
+    parser.add_argument(
+        "--optimizer",
+        choices=["adam", "sgd"],
+        default="adam",
+        help="snt.functional.adam (learning rate 1e-3) or sgd (0.1)",
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="images per step")
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=1500, quick_steps=100)
+    tools.finish_arguments(args)
     return args
 
 
@@ -62,16 +67,12 @@ def main(args: argparse.Namespace) -> None:
         mlp = snt.nets.MLP([256, 128, data.num_classes])
     model = snt.functional.transform(mlp)
     params = model.init(x_train[:1])
-    print(
-        "parameters:",
-        ", ".join(f"{k.deref().name} {v.shape}" for k, v in params.items()),
-    )
+    shapes = ", ".join(f"{k.deref().name} {v.shape}" for k, v in params.items())
+    print(tools.wrap(f"parameters: {shapes}"))
     # `apply` runs the module on the params it is given (here, their specs).
     spec = tf.TensorSpec([args.batch_size, x_train.shape[1]])
-    table = str(snt.summary(model.apply, params, spec))
-    print(table)
     writer = tools.tensorboard(args.logdir)
-    tools.write_table("model/summary", table)
+    tools.show_summary("model/summary", snt.summary(model.apply, params, spec))
 
     if args.optimizer == "adam":
         optimizer = snt.functional.adam(learning_rate=1e-3)
@@ -101,8 +102,7 @@ def main(args: argparse.Namespace) -> None:
             images, labels = next(batches)
             params, opt_state, loss = train_step(params, opt_state, images, labels)
             losses.append(float(loss))
-            if step % 25 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
+            bar.record(loss=losses[-1])
             if (step + 1) % 10 == 0:
                 tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
 

@@ -4,10 +4,10 @@
     python examples/little_gan.py --quick    # a few seconds of training
 
 The generator is an `snt.nets.MLP` from a 32-d Gaussian code to 8x8 images. The
-discriminator is built from `SNLinear`, a user-defined module whose weights are
-divided by their largest singular value, estimated with one step of power
-iteration per call (Miyato et al. 2018, arXiv:1802.05957) — the kind of
-layer Sonnet leaves to users, written with `snt.Module` and `@snt.once`.
+discriminator is an MLP of `snt.Linear`s given spectral normalisation by
+`snt.spectral_norm.add`: each layer's weights are divided by their largest
+singular value, estimated by power iteration (Miyato et al. 2018,
+arXiv:1802.05957), one step per training step (`snt.spectral_norm.update`).
 
 Writes `samples.png` to `--out` (default `examples/out/little_gan`): one row of
 samples from the same fixed codes at several points of training; TensorBoard
@@ -26,13 +26,15 @@ import tools
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    tools.add_common_arguments(parser, "little_gan")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--latent-size", type=int, default=32)
+    parser = tools.parser(__doc__)
+    tools.add_common_arguments(parser, "little_gan", steps=3000, quick_steps=60)
+    parser.add_argument("--batch-size", type=int, default=64, help="images per step")
+    parser.add_argument(
+        "--latent-size", type=int, default=32, help="size of the generator's codes"
+    )
     parser.add_argument("--snapshots", type=int, default=5, help="rows in samples.png")
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=3000, quick_steps=60)
+    tools.finish_arguments(args)
     return args
 
 
@@ -51,76 +53,21 @@ import datasets
 import plots
 
 
-class SpectralNormalizer(snt.Module):
-    """Divides a weight matrix by an estimate of its spectral norm.
-
-    Keeps the estimate `u` of the leading left singular vector in a
-    non-trainable variable and refines it with one power-iteration step per
-    training call, so the estimate tracks the weights as they change.
-    """
-
-    def __init__(self, epsilon: float = 1e-12, name: str | None = None):
-        super().__init__(name=name)
-        self.epsilon = epsilon
-
-    @snt.once
-    def _initialize(self, weights: tf.Tensor) -> None:
-        u = tf.random.normal([1, weights.shape[-1]], dtype=weights.dtype)
-        self.u = tf.Variable(self._normalize(u), trainable=False, name="u")
-
-    def _normalize(self, x: tf.Tensor) -> tf.Tensor:
-        return tf.math.l2_normalize(x, epsilon=self.epsilon)
-
-    def __call__(self, weights: tf.Tensor, is_training: bool = True) -> tf.Tensor:
-        self._initialize(weights)
-        w = tf.reshape(weights, [-1, weights.shape[-1]])  # [inputs, outputs]
-        v = self._normalize(tf.matmul(self.u, w, transpose_b=True))
-        u = self._normalize(tf.matmul(v, w))
-        # Gradients flow through the weights only, not through the estimate.
-        u, v = tf.stop_gradient(u), tf.stop_gradient(v)
-        if is_training:
-            self.u.assign(u)
-        sigma = tf.reduce_sum(tf.matmul(v, w) * u)
-        return weights / sigma
-
-
-class SNLinear(snt.Module):
-    """A linear layer whose weight matrix has spectral norm about 1."""
-
-    def __init__(self, output_size: int, name: str | None = None):
-        super().__init__(name=name)
-        self.output_size = output_size
-        self.spectral_norm = SpectralNormalizer()
-
-    @snt.once
-    def _initialize(self, inputs: tf.Tensor) -> None:
-        input_size = inputs.shape[-1]
-        w_init = snt.initializers.TruncatedNormal(stddev=1 / math.sqrt(input_size))
-        self.w = tf.Variable(
-            w_init([input_size, self.output_size], inputs.dtype), name="w"
-        )
-        self.b = tf.Variable(tf.zeros([self.output_size], inputs.dtype), name="b")
-
-    def __call__(self, inputs: tf.Tensor, is_training: bool = True) -> tf.Tensor:
-        self._initialize(inputs)
-        w = self.spectral_norm(self.w, is_training=is_training)
-        return tf.matmul(inputs, w) + self.b
-
-
 class Discriminator(snt.Module):
-    """Spectrally normalised MLP: images -> one real/fake logit each."""
+    """An MLP: images -> one real/fake logit each (spectrally normalised by
+    `snt.spectral_norm.add` once built)."""
 
     def __init__(self, hidden_sizes: list[int], name: str | None = None):
         super().__init__(name=name)
         self.layers = [
-            SNLinear(size, name=f"sn_linear_{i}")
+            snt.Linear(size, name=f"linear_{i}")
             for i, size in enumerate([*hidden_sizes, 1])
         ]
 
-    def __call__(self, images: tf.Tensor, is_training: bool = True) -> tf.Tensor:
+    def __call__(self, images: tf.Tensor) -> tf.Tensor:
         x = tf.reshape(images, [-1, math.prod(images.shape[1:])])
         for i, layer in enumerate(self.layers):
-            x = layer(x, is_training=is_training)
+            x = layer(x)
             if i < len(self.layers) - 1:
                 x = tf.nn.leaky_relu(x, alpha=0.2)
         return x[:, 0]
@@ -135,9 +82,15 @@ def main(args: argparse.Namespace) -> None:
 
     generator = snt.nets.MLP([128, 256, num_pixels], name="generator")
     discriminator = Discriminator([256, 128], name="discriminator")
+    # Built on one batch, then every layer divides its weights by their
+    # spectral norm; the estimates are refined once per training step.
+    discriminator(tf.zeros([1, *image_shape]))
+    snt.spectral_norm.add(discriminator, seed=args.seed)
     # beta1=0.5 is the usual choice for GANs: less momentum, fewer oscillations.
+    # The spectrally normalised discriminator learns at twice the generator's
+    # rate (two time scales, Heusel et al. 2017, as in SAGAN/BigGAN).
     g_optimizer = snt.optimizers.Adam(2e-4, beta1=0.5)
-    d_optimizer = snt.optimizers.Adam(2e-4, beta1=0.5)
+    d_optimizer = snt.optimizers.Adam(4e-4, beta1=0.5)
 
     def generate(codes: tf.Tensor) -> tf.Tensor:
         pixels = tf.sigmoid(generator(codes))
@@ -149,12 +102,11 @@ def main(args: argparse.Namespace) -> None:
         ("generator", generator, [args.batch_size, args.latent_size]),
         ("discriminator", discriminator, [args.batch_size, *image_shape]),
     ]:
-        table = str(snt.summary(net, tf.TensorSpec(spec)))
-        print(table)
-        tools.write_table(f"{name}/summary", table)
+        tools.show_summary(f"{name}/summary", snt.summary(net, tf.TensorSpec(spec)))
 
     @tf.function
     def train_step(real: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        snt.spectral_norm.update(discriminator)  # Training: refine the estimates.
         codes = tf.random.normal([tf.shape(real)[0], args.latent_size])
         with tf.GradientTape(persistent=True) as tape:
             fake = generate(codes)
@@ -192,6 +144,7 @@ def main(args: argparse.Namespace) -> None:
                 snapshot(step)
             images, _ = next(batches)
             history.append([float(value) for value in train_step(images)])
+            bar.record(d_loss=history[-1][0], g_loss=history[-1][1])
             if (step + 1) % 10 == 0:
                 d_loss, g_loss, d_accuracy = np.mean(history[-10:], axis=0)
                 tf.summary.scalar("train/discriminator_loss", d_loss, step=step + 1)
@@ -199,9 +152,6 @@ def main(args: argparse.Namespace) -> None:
                 tf.summary.scalar(
                     "train/discriminator_accuracy", d_accuracy, step=step + 1
                 )
-            if step % 50 == 0:
-                d_loss, g_loss, _ = np.mean(history[-50:], axis=0)
-                bar.set_postfix(d_loss=f"{d_loss:.3f}", g_loss=f"{g_loss:.3f}")
     print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
     snapshot(args.steps)
 
@@ -234,7 +184,13 @@ def main(args: argparse.Namespace) -> None:
             "generator to spread out (try --steps 3000), or a collapsed GAN"
         )
     path = os.path.join(args.out, "samples.png")
-    plots.save_image_grid(path, samples, columns=10, row_labels=labels)
+    plots.save_image_grid(
+        path,
+        samples,
+        columns=10,
+        row_labels=labels,
+        title="generator samples from 10 fixed codes, during training",
+    )
     print(f"wrote {path}; TensorBoard logs in {args.logdir}")
 
 

@@ -29,17 +29,21 @@ import tools
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    tools.add_common_arguments(parser, "mlp_digits")
+    parser = tools.parser(__doc__)
+    tools.add_common_arguments(parser, "mlp_digits", steps=1500, quick_steps=300)
     tools.add_precision_argument(parser)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--hidden", type=int, nargs="+", default=[256, 128])
+    parser.add_argument("--batch-size", type=int, default=64, help="images per step")
+    parser.add_argument(
+        "--learning-rate", type=float, default=1e-3, help="Adam's learning rate"
+    )
+    parser.add_argument(
+        "--hidden", type=int, nargs="+", default=[256, 128], help="hidden layer sizes"
+    )
     parser.add_argument(
         "--evaluations", type=int, default=10, help="test-set evaluations in a run"
     )
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=1500, quick_steps=300)
+    tools.finish_arguments(args)
     return args
 
 
@@ -82,10 +86,9 @@ def main(args: argparse.Namespace) -> None:
     model = make_model()
     optimizer = snt.optimizers.Adam(args.learning_rate)
     # Traced on a spec, nothing run: this also builds the model.
-    table = str(snt.summary(model, tf.TensorSpec([args.batch_size, x_train.shape[1]])))
-    print(table)
     writer = tools.tensorboard(args.logdir)
-    tools.write_table("model/summary", table)
+    spec = tf.TensorSpec([args.batch_size, x_train.shape[1]])
+    tools.show_summary("model/summary", snt.summary(model, spec))
 
     @tf.function
     def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
@@ -124,8 +127,7 @@ def main(args: argparse.Namespace) -> None:
         for step in bar:
             images, labels = next(batches)
             losses.append(float(train_step(images, labels)))
-            if step % 25 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-25:]):.3f}")
+            bar.record(loss=losses[-1])
             if (step + 1) % 10 == 0:
                 tf.summary.scalar("train/loss", np.mean(losses[-10:]), step=step + 1)
             if (step + 1) % every == 0 or step + 1 == args.steps:
@@ -153,10 +155,15 @@ def main(args: argparse.Namespace) -> None:
     right = np.flatnonzero(predicted == data.y_test)
     shown = min(32, len(x_test))
     picked = wrong[: shown // 2]
-    print(
-        f"test set: {len(wrong)} misclassified, "
-        f"{len(picked)} of them in predictions.png"
-    )
+    if not len(wrong):
+        print("test set: none misclassified")
+    elif len(picked) == len(wrong):
+        print(f"test set: {len(wrong)} misclassified, all shown in predictions.png")
+    else:
+        print(
+            f"test set: {len(wrong)} misclassified, the first {len(picked)} "
+            "shown in predictions.png"
+        )
     picked = np.sort(np.concatenate([picked, right[: shown - len(picked)]]))
     plots.save_image_grid(
         os.path.join(args.out, "predictions.png"),

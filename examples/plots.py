@@ -17,20 +17,31 @@ from matplotlib import ticker
 _MIN_WINDOW = 5
 
 
-def save_curve(path: str, values: Sequence[float], ylabel: str, title: str) -> None:
+def save_curve(
+    path: str,
+    values: Sequence[float],
+    ylabel: str,
+    title: str,
+    points: dict[str, tuple[float, float]] | None = None,
+) -> None:
     """Plots one value per step, with a moving average to show the trend.
 
-    The average spans 1/50 of the run; on runs too short for a window of at
-    least 5 steps it is left out rather than drawn over a handful of points.
+    The average spans 1/25 of the run, at least 5 steps (fewer are as noisy
+    as the steps themselves); runs under 20 steps get none. `points` marks
+    other measurements by their label, as `(step, value)` (e.g. a held-out
+    loss before and after training).
     """
     y = np.asarray(values, dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(y, alpha=0.3 if len(y) >= 50 * _MIN_WINDOW else 0.8, label="per step")
-    window = len(y) // 50
-    if window >= _MIN_WINDOW:
+    window = max(_MIN_WINDOW, len(y) // 25) if len(y) >= 4 * _MIN_WINDOW else 0
+    ax.plot(y, alpha=0.3 if window else 0.8, label="per step")
+    if window:
         smooth = np.convolve(y, np.ones(window) / window, mode="valid")
         ax.plot(np.arange(window - 1, len(y)), smooth, label=f"mean of {window}")
-    if len(y) and np.all(y > 0):
+    for label, (step, value) in (points or {}).items():
+        ax.plot([step], [value], marker="o", markersize=8, linestyle="", label=label)
+    shown = np.concatenate([y, [v for _, v in (points or {}).values()]])
+    if len(shown) and np.all(shown > 0):
         ax.set_yscale("log")  # Shows progress long after the first fast drop.
         _readable_log_ticks(ax)
     ax.set(xlabel="step", ylabel=ylabel, title=title)
@@ -88,11 +99,11 @@ def save_image_grid(
         if titles is not None:
             color = title_colors[i] if title_colors is not None else "black"
             ax.set_title(titles[i], fontsize=8, color=color)
-    if row_labels is not None:
+    if row_labels is not None:  # Horizontal, left of each row.
         for label, ax in zip(row_labels, axes[:, 0]):
-            ax.set_ylabel(label, fontsize=8)
+            ax.set_ylabel(label, fontsize=11, rotation=0, ha="right", va="center")
     if title is not None:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=12)
     _save(fig, path)
 
 

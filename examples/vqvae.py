@@ -24,11 +24,11 @@ import tools
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    tools.add_common_arguments(parser, "vqvae")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser = tools.parser(__doc__)
+    tools.add_common_arguments(parser, "vqvae", steps=1000, quick_steps=80)
+    parser.add_argument("--batch-size", type=int, default=64, help="images per step")
     args = parser.parse_args()
-    tools.finish_arguments(args, steps=1000, quick_steps=80)
+    tools.finish_arguments(args)
     return args
 
 
@@ -102,10 +102,10 @@ def main(args: argparse.Namespace) -> None:
     model = VQVAE(channels=data.x_train.shape[-1])
     optimizer = snt.optimizers.Adam(1e-3)
     image_spec = tf.TensorSpec([args.batch_size, *data.x_train.shape[1:]])
-    table = str(snt.summary(model, image_spec, is_training=True))
-    print(table)
     writer = tools.tensorboard(args.logdir)
-    tools.write_table("model/summary", table)
+    tools.show_summary(
+        "model/summary", snt.summary(model, image_spec, is_training=True)
+    )
 
     @tf.function
     def train_step(images: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -123,18 +123,15 @@ def main(args: argparse.Namespace) -> None:
 
     batches = iter(datasets.batches(data.x_train, data.y_train, args.batch_size))
     start = time.perf_counter()
-    with tools.progress(args.steps) as bar:
+    formats = {"error": ".4f", "perplexity": ".1f"}
+    with tools.progress(args.steps, formats=formats) as bar:
         for step in bar:
             images, _ = next(batches)
             stats = train_step(images)
+            bar.record(error=stats["error"], perplexity=stats["perplexity"])
             if (step + 1) % 10 == 0:
                 for name, value in stats.items():
                     tf.summary.scalar(f"train/{name}", value, step=step + 1)
-            if step % 25 == 0:
-                bar.set_postfix(
-                    error=f"{float(stats['error']):.4f}",
-                    perplexity=f"{float(stats['perplexity']):.1f}",
-                )
 
     print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s")
     out = reconstruct(data.x_test)
@@ -160,6 +157,8 @@ def main(args: argparse.Namespace) -> None:
         np.concatenate([data.x_test[:shown], recon]),
         columns=shown,
         row_labels=["original", "reconstructed"],
+        title=f"{shown} test digits (top) and their reconstructions (bottom) "
+        f"after {args.steps} steps",
     )
     print(f"wrote {path}; TensorBoard logs in {args.logdir}")
 

@@ -6,6 +6,7 @@ private implementation package `sonnet._src`.
 
 from sonnet import distribute as distribute
 from sonnet import functional as functional
+from sonnet import hf as hf
 from sonnet import initializers as initializers
 from sonnet import int8 as int8
 from sonnet import lora as lora
@@ -15,6 +16,9 @@ from sonnet import optimizers as optimizers
 from sonnet import pad as pad
 from sonnet import precision as precision
 from sonnet import regularizers as regularizers
+from sonnet import spectral_norm as spectral_norm
+from sonnet import surgery as surgery
+from sonnet import weight_norm as weight_norm
 from sonnet._src.attention import AttentionCache, MultiHeadAttention
 from sonnet._src.averaging import AveragedWeights
 from sonnet._src.axis_norm import InstanceNorm, LayerNorm
@@ -29,6 +33,7 @@ from sonnet._src.conv_transpose import Conv1DTranspose, Conv2DTranspose, Conv3DT
 from sonnet._src.custom_getter import custom_variable_getter
 from sonnet._src.deferred import Deferred
 from sonnet._src.depthwise_conv import DepthwiseConv2D
+from sonnet._src.drop_path import DropPath, drop_path
 from sonnet._src.dropout import Dropout
 from sonnet._src.embed import Embed
 from sonnet._src.freezing import freeze, is_frozen, unfreeze
@@ -38,6 +43,7 @@ from sonnet._src.keras_layer import KerasLayer
 from sonnet._src.layer_stack import LayerStack
 from sonnet._src.linear import Linear
 from sonnet._src.metrics import Mean, Metric, Sum
+from sonnet._src.moe import MixtureOfExperts
 from sonnet._src.moving_averages import ExponentialMovingAverage
 from sonnet._src.once import once
 from sonnet._src.recurrent.base import LSTMState, RNNCore, UnrolledRNN
@@ -83,6 +89,7 @@ __all__ = [
     "DeepRNN",
     "Deferred",
     "DepthwiseConv2D",
+    "DropPath",
     "Dropout",
     "Embed",
     "ExponentialMovingAverage",
@@ -98,6 +105,7 @@ __all__ = [
     "Linear",
     "Mean",
     "Metric",
+    "MixtureOfExperts",
     "Module",
     "MultiHeadAttention",
     "Optimizer",
@@ -118,11 +126,13 @@ __all__ = [
     "deep_rnn_with_residual_connections",
     "deep_rnn_with_skip_connections",
     "distribute",
+    "drop_path",
     "dynamic_unroll",
     "flatten",
     "freeze",
     "format_variables",
     "functional",
+    "hf",
     "initializers",
     "int8",
     "is_frozen",
@@ -142,10 +152,13 @@ __all__ = [
     "reshape",
     "restore_checkpoint",
     "scale_gradient",
+    "spectral_norm",
     "split_leading_dim",
     "static_unroll",
     "summary",
+    "surgery",
     "unfreeze",
+    "weight_norm",
 ]
 
 # Keep the implementation package out of `snt`'s attributes (importing a

@@ -21,9 +21,10 @@ SNT_ALL = set(
 
 SUBMODULES = {
     # `Transformer` and `TransformerBlock` are additions of issue 13,
-    # `copy_transformer_weights` of issue 24 (stacked <-> unrolled).
+    # `copy_transformer_weights` of issue 24 (stacked <-> unrolled),
+    # `CausalLM` of issue 33 (open-weight language models).
     "nets": "MLP Cifar10ConvNet resnet ResNet ResNet50 Transformer TransformerBlock "
-    "VectorQuantizer VectorQuantizerEMA copy_transformer_weights",
+    "VectorQuantizer VectorQuantizerEMA copy_transformer_weights CausalLM",
     "nets.resnet": "BlockGroup BottleNeckBlockV1 BottleNeckBlockV2",
     # `AdamW` and `schedules` are additions of issue 13 (beyond Sonnet 2).
     # `Accumulator`, `Muon` and `muon_route` are additions of issue 34.
@@ -43,6 +44,12 @@ SUBMODULES = {
     # Additions of issue 27.
     "lora": "LoRA add adapters merge remove restore save unmerge",
     "int8": "quantize",
+    # Additions of issue 34 (normalised weights, model surgery).
+    "spectral_norm": "SpectralNorm add remove update",
+    "weight_norm": "WeightNorm add remove",
+    "surgery": "find get replace set",
+    # Addition of issue 33: Hugging Face checkpoints, generation, PEFT.
+    "hf": "generate load load_adapters load_tokenizer save save_adapters",
     "pad": "causal create full reverse_causal same valid",
     "functional": "variables transform transform_with_state without_state device_get "
     "device_put grad jit value_and_grad optimizer sgd adam rmsprop momentum",
@@ -72,6 +79,12 @@ ADDITIONS |= {"remat"}
 ADDITIONS |= {"freeze", "unfreeze", "is_frozen", "lora", "int8"}
 # Added by issue 34: averaged weights (EMA, SWA) for evaluation.
 ADDITIONS |= {"AveragedWeights"}
+# Added by issue 34: normalised weights, stochastic depth, model surgery.
+ADDITIONS |= {"spectral_norm", "weight_norm", "DropPath", "drop_path", "surgery"}
+# Added by issue 33: open-weight models (Hugging Face checkpoints).
+ADDITIONS |= {"hf"}
+# Added by issue 35: a mixture-of-experts MLP (top-k router, stacked experts).
+ADDITIONS |= {"MixtureOfExperts"}
 
 
 def _get(path: str):

@@ -153,6 +153,8 @@ def test_deep_model_rows_and_targets(tmp_path: Path) -> None:
         "transformer48_step_unrolled",
         "transformer48_step_xla",
         "transformer48_step_xla_unrolled",
+        "transformer48_step_w64",
+        "transformer48_step_w64_unrolled",
         "remat_memory",
         "remat_memory_plain",
         "remat_step",
@@ -167,6 +169,7 @@ def test_deep_model_rows_and_targets(tmp_path: Path) -> None:
         ("transformer48_first_result", "transformer48_first_result_unrolled"),
         ("transformer48_step", "transformer48_step_unrolled"),
         ("transformer48_step_xla", "transformer48_step_xla_unrolled"),
+        ("transformer48_step_w64", "transformer48_step_w64_unrolled"),
         ("remat_memory", "remat_memory_plain"),
         ("remat_step", "remat_step_plain"),
     }

@@ -54,6 +54,7 @@ def run_example(script: str, tmp_path: Path, *args: str) -> str:
     """
     global last_stderr
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    env.pop("COLUMNS", None)  # Output to a pipe: tables fit 100 characters.
     # The checkout's `sonnet`, whether or not it is installed.
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), env.get("PYTHONPATH")])
@@ -75,11 +76,39 @@ def run_example(script: str, tmp_path: Path, *args: str) -> str:
     return result.stdout
 
 
-def assert_quiet_progress(stderr: str) -> None:
+def assert_quiet_progress(
+    stderr: str, keys: tuple[str, ...] = ("loss",), desc: str = "training"
+) -> None:
+    """Progress as lines: the recent speed, the first step's time on the
+    first line only, and for each of `keys` the mean since the line before,
+    which changes from line to line as the loss does."""
     assert "\r" not in stderr, "a progress bar was drawn without a terminal"
-    assert re.search(r"^training: \d+/\d+ steps, ", stderr, re.MULTILINE), stderr
     for noise in ["cuda", "absl::InitializeLog", "cpu_feature_guard", "I0000"]:
         assert noise not in stderr, f"TensorFlow start-up line on stderr:\n{stderr}"
+    lines = re.findall(rf"^{desc}: \d+/\d+ steps, .*$", stderr, re.MULTILINE)
+    assert len(lines) >= 5, stderr
+    assert re.search(r"steps/s, first step [0-9.]+ s, ", lines[0]), lines[0]
+    assert all("first step" not in line for line in lines[1:]), stderr
+    assert all(re.search(r", [0-9.]+ steps/s", line) for line in lines), stderr
+    for key in keys:
+        values = [float(re.search(rf"\b{key}=([-0-9.]+)", x)[1]) for x in lines]
+        # Means of different steps: equal to 3 digits only where it levels off.
+        changes = sum(a != b for a, b in zip(values, values[1:]))
+        assert changes >= len(values) // 2, f"{key} repeats:\n{stderr}"
+
+
+def assert_fits(stdout: str, width: int = 100) -> None:
+    """No printed line (tables included) is wider than `width`; sampled text
+    (between rules of dashes) is the model's own."""
+    outside_samples = re.sub(r"^-{60}\n.*?^-{60}$", "", stdout, flags=re.S | re.M)
+    wide = [line for line in outside_samples.splitlines() if len(line) > width]
+    assert not wide, f"lines over {width} characters:\n" + "\n".join(wide)
+
+
+def run_logs(out: Path) -> dict[str, list[float | str]]:
+    """The TensorBoard logs of the one run in `out/logs` (one folder a run)."""
+    (run,) = (out / "logs").iterdir()
+    return tensorboard_logs(run)
 
 
 def tensorboard_logs(logdir: Path) -> dict[str, list[float | str]]:
@@ -132,14 +161,18 @@ def test_mlp_digits(tmp_path):
     stdout = run_example("mlp_digits.py", tmp_path)
     assert accuracy(stdout) >= 0.95  # Even the quick run's 300 steps get there.
     assert_quiet_progress(last_stderr)
+    assert_fits(stdout)
     assert re.search(r"mlp/linear_0 +Linear +f32\[64,256\] +16,640", stdout)
     out = tmp_path / "out"
     assert_png(out / "loss.png")
     assert_png(out / "evaluation.png")
     assert_png(out / "predictions.png")
-    match = re.search(r"(\d+) misclassified, (\d+) of them in predictions.png", stdout)
-    assert match and int(match.group(2)) == min(int(match.group(1)), 16), stdout
-    logs = tensorboard_logs(out / "logs")
+    wrong = int(re.search(r"test set: (\d+|none) misclassified", stdout)[1] or 0)
+    if 0 < wrong <= 16:
+        assert f"{wrong} misclassified, all shown in predictions.png" in stdout
+    elif wrong:
+        assert "the first 16 shown in predictions.png" in stdout
+    logs = run_logs(out)
     assert len(logs["train/loss"]) == 30  # One mean per 10 of the 300 steps.
     assert len(logs["test/accuracy"]) == len(logs["test/loss"]) == 10
     assert logs["test/accuracy"][-1] == pytest.approx(accuracy(stdout), abs=1e-4)
@@ -165,13 +198,16 @@ def test_mlp_digits_bf16(tmp_path):
 def test_little_gan(tmp_path):
     stdout = run_example("little_gan.py", tmp_path)
     assert "final losses" in stdout
-    assert_quiet_progress(last_stderr)
+    assert_quiet_progress(last_stderr, keys=("d_loss", "g_loss"))
+    # The discriminator's table would be 123 characters wide unfitted.
+    assert_fits(stdout)
+    assert "spectral_norm" in stdout
     # A 60-step GAN's samples are still all alike; the run says so.
     match = re.search(r"sample diversity ([0-9.]+)", stdout)
     assert match, stdout
     if float(match.group(1)) < 0.3:
         assert "the samples are nearly all alike" in stdout
-    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    logs = run_logs(tmp_path / "out")
     for tag in ["discriminator_loss", "generator_loss", "discriminator_accuracy"]:
         assert len(logs[f"train/{tag}"]) == 6
     assert logs["samples"] == ["images"]
@@ -190,13 +226,19 @@ def test_vqvae(tmp_path):
     error, baseline = map(float, match.groups())
     assert error < baseline
     assert_png(tmp_path / "out" / "reconstructions.png")
-    assert_quiet_progress(last_stderr)
-    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    assert_quiet_progress(last_stderr, keys=("error",))
+    # Its table, 141 characters wide in full, prints as a tree within 100.
+    assert_fits(stdout)
+    assert re.search(r"^    ema_cluster_size +Exponential", stdout, re.MULTILINE)
+    logs = run_logs(tmp_path / "out")
     assert len(logs["train/loss"]) == len(logs["train/perplexity"]) == 8
     assert logs["test/reconstruction_error"] == [pytest.approx(error, abs=1e-4)]
     assert_summary_text(logs, "model/summary")
-    # The encoder and decoder have one name scope; their paths differ.
-    assert "vqvae/encoder/conv" in stdout and "vqvae/decoder/conv" in stdout
+    # TensorBoard gets the full table. The encoder and decoder have one name
+    # scope; their paths differ.
+    (table,) = logs["model/summary"]
+    assert "vqvae/encoder/conv" in table and "vqvae/decoder/conv" in table
+    assert "vqvae/quantizer/ema_cluster_size  ExponentialMovingAverage" in table
 
 
 def test_functional_mlp(tmp_path):
@@ -204,7 +246,9 @@ def test_functional_mlp(tmp_path):
     assert accuracy(stdout) > 0.5
     assert_png(tmp_path / "out" / "loss.png")
     assert_quiet_progress(last_stderr)
-    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    assert_fits(stdout)  # The parameter list too.
+    assert re.search(r"^parameters: .*\n  ", stdout, re.MULTILINE)
+    logs = run_logs(tmp_path / "out")
     assert len(logs["train/loss"]) == 10
     assert logs["test/accuracy"] == [pytest.approx(accuracy(stdout), abs=1e-4)]
     assert_summary_text(logs, "model/summary")
@@ -227,7 +271,10 @@ def test_distributed_training_replicator(tmp_path):
     assert accuracy(stdout) > 0.2
     assert_png(tmp_path / "out" / "loss.png")
     assert_quiet_progress(last_stderr)
-    logs = tensorboard_logs(tmp_path / "out" / "logs")
+    assert_fits(stdout)
+    # The model's table comes before training, as in the other examples.
+    assert stdout.index("Total") < stdout.index("trained 40 steps")
+    logs = run_logs(tmp_path / "out")
     assert len(logs["train/loss"]) == 4
     assert logs["test/accuracy"] == [pytest.approx(accuracy(stdout), abs=1e-4)]
     assert_summary_text(logs, "model/summary")
@@ -242,8 +289,7 @@ def test_distributed_training_two_workers(tmp_path):
     assert 0.0 <= accuracy(stdout) <= 1.0
     assert_png(tmp_path / "out" / "loss.png")
     # Only the chief worker writes logs.
-    assert len(list((tmp_path / "out" / "logs").iterdir())) == 1
-    assert "test/accuracy" in tensorboard_logs(tmp_path / "out" / "logs")
+    assert "test/accuracy" in run_logs(tmp_path / "out")
 
 
 def test_char_transformer(tmp_path):
@@ -255,6 +301,9 @@ def test_char_transformer(tmp_path):
     loss, baseline = map(float, match.groups())
     assert loss < baseline  # Even 60 steps beat character frequencies.
     assert "sampled text:\n" in stdout
+    assert "too little for readable text" in stdout  # A --quick run says so.
+    assert_quiet_progress(last_stderr)
+    assert_fits(stdout)
     match = re.search(r"recomputing each prefix: max \|diff\| (\S+)", stdout)
     assert match and float(match.group(1)) < 1e-4, stdout
     assert re.search(r"checkpoint .*: reloaded outputs match", stdout)
@@ -295,7 +344,8 @@ def lora_numbers(stdout: str) -> dict[str, float]:
 def test_char_transformer_lora(tmp_path):
     stdout = run_example("char_transformer_lora.py", tmp_path)
     assert_quiet_progress(last_stderr)
-    assert re.search(r"^pretraining: \d+/60 steps, ", last_stderr, re.MULTILINE)
+    assert_quiet_progress(last_stderr, desc="pretraining")
+    assert_fits(stdout)
     n = lora_numbers(stdout)
     # Before `snt.lora.add` every parameter trains; after it only the
     # adapters, which are all the parameters it added.
@@ -316,7 +366,7 @@ def test_char_transformer_lora(tmp_path):
     assert_png(out / "loss.png")
     assert (out / "sample.txt").read_text(encoding="utf-8").startswith("def ")
     assert (out / "adapters" / "lora.index").is_file()
-    logs = tensorboard_logs(out / "logs")
+    logs = run_logs(out)
     assert len(logs["pretrain/loss"]) == 6 and len(logs["finetune/loss"]) == 10
     assert logs["finetune/validation_loss"] == [pytest.approx(n["tuned_0"], abs=1e-3)]
 
@@ -367,6 +417,7 @@ def test_char_transformer_lora_help_answers_without_importing_tensorflow(tmp_pat
     assert result.returncode == 0, result.stderr
     for option in ["--checkpoint PATH", "--rank", "--alpha", "--quick", "--steps"]:
         assert option in result.stdout
+    assert_help_shows_defaults(result.stdout)
 
 
 def test_char_transformer_lora_rejects_a_rank_above_the_width(tmp_path):
@@ -422,6 +473,62 @@ def test_help_answers_without_importing_tensorflow(script, tmp_path):
     assert " ".join(tools.DATA_HELP.split()) in text
     for option in ["--quick", "--steps", "--out", "--logdir", "--data PATH"]:
         assert option in text
+    assert_help_shows_defaults(result.stdout)
+
+
+def assert_help_shows_defaults(help_text: str) -> None:
+    """Every option that takes a value, but `--data` (none: the digits) and
+    the hidden `--task-index`, says its default in `--help`."""
+    options = re.split(r"\n  (?=-)", help_text.split("options:", 1)[1])
+    for entry in filter(str.strip, options):
+        words = entry.split()
+        name = words[0].rstrip(",")
+        takes_value = len(words) > 1 and words[1].isupper()
+        entry = " ".join(words)
+        if takes_value and name not in ("--data", "--checkpoint"):
+            assert "default" in entry, f"{name} shows no default: {entry}"
+    assert "(default: 0)" in " ".join(help_text.split())  # --seed
+
+
+def test_char_transformer_help_shows_defaults(tmp_path):
+    command = [sys.executable, str(EXAMPLES / "char_transformer.py"), "--help"]
+    result = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert_help_shows_defaults(result.stdout)
+    assert "--steps STEPS training steps (default: 1000; with --quick: 60)" in (
+        " ".join(result.stdout.split())
+    )
+
+
+def test_progress_lines_show_the_means_since_the_line_before(capsys):
+    tools = _load("tools")
+    with tools.progress(20, formats={"rate": ".1f"}) as bar:
+        for step in bar:
+            bar.record(loss=step, rate=10 * step)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 10
+    assert re.fullmatch(
+        r"training: 2/20 steps, [0-9.]+ steps/s, first step [0-9.]+ s, "
+        r"loss=0.500, rate=5.0",
+        lines[0],
+    )
+    # Steps 18 and 19, whatever the values before.
+    assert re.fullmatch(
+        r"training: 20/20 steps, [0-9.]+ steps/s, loss=18.500, rate=185.0", lines[-1]
+    )
+
+
+def test_each_run_logs_into_its_own_folder(tmp_path):
+    tools = _load("tools")
+    first = tools.run_logdir(str(tmp_path))
+    assert os.path.dirname(first) == str(tmp_path)
+    assert re.fullmatch(r"\d{8}-\d{6}", os.path.basename(first))
+    os.makedirs(first)  # A run's writer made it; the next run gets another.
+    second = tools.run_logdir(str(tmp_path))
+    assert second != first
+    assert tools.run_logdir(str(tmp_path), "baseline") == str(tmp_path / "baseline")
 
 
 def test_readme_describes_the_examples_options():

@@ -573,3 +573,140 @@ def test_layers_that_create_variables_in_their_call_are_built_by_calling_them():
     w = stack.layer.w
     assert w.shape == (3, 4)
     np.testing.assert_allclose(y, x * w[0] * w[1] * w[2], rtol=1e-5)
+
+
+# -- misuse that would be silent (issue 31) ----------------------------------
+
+
+def _assert_unbuilt(stack: snt.LayerStack) -> None:
+    assert not stack._slots
+    with pytest.raises(ValueError, match="must be called once"):
+        stack.layer_variables()
+
+
+class _KerasBlock(snt.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(4)
+
+    def __call__(self, x):
+        return self.dense(x)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_keras_layers_are_refused(traced):
+    # Their variables would not be stacked: every layer would share them.
+    stack = snt.LayerStack(_KerasBlock, num_layers=3)
+    call = tf.function(stack) if traced else stack
+    with pytest.raises(
+        ValueError, match=r"make_layer.*Sonnet modules.*Keras Dense at `dense`"
+    ):
+        call(_x(2, 4))
+    _assert_unbuilt(stack)
+
+
+class _Counter(snt.Module):
+    """Counts its calls in a variable: a state update."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = snt.Linear(4)
+        self.count = tf.Variable(tf.constant(0), trainable=False)
+
+    def __call__(self, x):
+        self.count.assign_add(1)
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_layers_updating_their_variables_are_refused(traced):
+    stack = snt.LayerStack(_Counter, num_layers=3)
+    call = tf.function(stack) if traced else stack
+    with pytest.raises(ValueError, match=r"make_layer.*not update.*`count`"):
+        call(_x(2, 4))
+    _assert_unbuilt(stack)
+
+
+class _Normalized(snt.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = snt.Linear(4)
+        self.norm = snt.BatchNorm(create_scale=True, create_offset=True)
+
+    def __call__(self, x, is_training):
+        return self.norm(self.linear(x), is_training=is_training)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_batch_norm_training_is_refused(traced):
+    stack = snt.LayerStack(_Normalized, num_layers=3)
+    call = tf.function(stack) if traced else stack
+    with pytest.raises(
+        ValueError,
+        match=r"make_layer.*BatchNorm.*LayerNorm.*Received: .*`norm/moving_mean/",
+    ):
+        call(_x(2, 4), True)
+    _assert_unbuilt(stack)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_batch_norm_in_inference_only(traced):
+    # Without updates it stacks; a later training call is refused and
+    # changes nothing.
+    stack = snt.LayerStack(_Normalized, num_layers=3)
+    x = _x(2, 4)
+    call = tf.function(stack) if traced else stack
+    y = call(x, False)
+    layer = stack.layer
+    expected = x
+    for i in range(3):
+        h = expected @ layer.linear.w[i] + layer.linear.b[i]
+        mean = layer.norm.moving_mean.value[i]
+        variance = layer.norm.moving_variance.value[i]
+        expected = (h - mean) / tf.sqrt(variance + 1e-5) * layer.norm.scale[
+            i
+        ] + layer.norm.offset[i]
+    np.testing.assert_allclose(y, expected, rtol=1e-5)
+    before = [v.numpy() for v in stack.variables]
+    with pytest.raises(ValueError, match=r"not update.*`norm/moving_mean/"):
+        call(x, True)
+    for v, b in zip(stack.variables, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_variables_created_by_the_constructor(traced):
+    class Scaled(snt.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = tf.Variable(tf.random.normal([4]))
+            self.linear = snt.Linear(4)
+
+        def __call__(self, x):
+            return self.linear(x) * self.scale
+
+    stack = snt.LayerStack(Scaled, num_layers=3)
+    x = _x(2, 4)
+    y = (tf.function(stack) if traced else stack)(x)
+    scale, w, b = stack.layer.scale, stack.layer.linear.w, stack.layer.linear.b
+    assert scale.shape == (3, 4)
+    assert not np.allclose(scale[0], scale[1])  # Each layer its own.
+    expected = x
+    for i in range(3):
+        expected = (expected @ w[i] + b[i]) * scale[i]
+    np.testing.assert_allclose(y, expected, atol=1e-5)
+
+
+def test_tensor_variable_write_hook():
+    written = []
+    with snt.functional.variables():
+        v = tf.Variable(tf.zeros([2]), name="v")
+    v.on_write = written.append  # type: ignore[attr-defined]
+    float(v[0])  # A read is not a write.
+    v.assign_add(tf.ones([2]))
+    v.assign(tf.ones([2]))
+    v.scatter_nd_add([[0]], [1.0])
+    with pytest.raises(AttributeError, match="handle"):
+        v.handle  # noqa: B018
+    assert written == [v] * 4
+    assert not hasattr(v, "handle")

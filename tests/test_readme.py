@@ -1,8 +1,9 @@
 """The README's code runs: every ```python block, in order, in one namespace.
 
-The blocks run in a scratch directory (they write a checkpoint and a
-SavedModel) and what they print is checked against the outputs the README
-shows in its comments.
+The blocks run in a scratch directory, which they must leave empty (they
+write their checkpoints, SavedModel and Keras file into a temporary directory
+of their own, `workdir`), and what they print is checked against the outputs
+the README shows in its comments.
 """
 
 from __future__ import annotations
@@ -64,21 +65,52 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "plain again: True",
         "bytes: 0.26 of float32",
         "close: True",
+        "applied: [False, False, False, True] traces: 1",
+        "averaged: 2.0\nlive: 3.0",
+        "Muon trains 6 of 21 variables",
+        "['mlp/linear_0', 'mlp/linear_1']",
+        "largest singular value: 1.0",
+        "trainable: ['mlp/linear_0/b:0', 'mlp/linear_0/w:0']",
+        "[0.0, 2.0]\nTrue",
+        "[0.0, 0.1, 0.2, 0.3]",
+        "Linear(output_size=32, name='mlp_in')",
+        "`blocks` has no item '2' (it has 2 items)",
+        "['blocks/0/mlp_out', 'blocks/1/mlp_out'] True",
     ]:
         assert shown in printed, f"README output missing {shown!r}:\n{printed}"
-    assert (tmp_path / "saved_mlp" / "saved_model.pb").is_file()
+    workdir = Path(str(namespace["workdir"]))
+    assert (workdir / "saved_mlp" / "saved_model.pb").is_file()
+    assert (workdir / "head.keras").is_file()
+    assert not list(tmp_path.iterdir()), "the tour wrote into the working directory"
 
 
 def test_readme_quick_start_and_test_commands():
     text = README.read_text()
     quick_start = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"^```sh\n(.*?)\n```", quick_start, re.DOTALL | re.MULTILINE)
+    # The fast subset first; how long the whole suite takes is said.
     assert commands == [
         'pip install -e ".[examples]" && python examples/mlp_digits.py',
-        'pip install -e ".[test,dev,examples]" && python -m pytest -n 2 -q',
+        'pip install -e ".[test,dev,examples]" && '
+        'python -m pytest -n 2 -q -m "not slow"',
     ]
+    assert "`python -m pytest -n 2 -q`, takes well over 10 minutes" in quick_start
     run_tests = text.split("## Run the tests", 1)[1]
     assert "```sh\npython -m pytest -n 2 -q\n```" in run_tests
     for section in ["## Migrating from dm-sonnet", "## Security", "## Benchmarks"]:
         assert section in text
     assert (ROOT / "examples" / "mlp_digits.py").is_file()
+
+
+def test_readme_is_a_guide():
+    text = README.read_text()
+    # The migration details live in their own guide, linked from a summary.
+    migrating = text.split("## Migrating from dm-sonnet", 1)[1].split("\n## ", 1)[0]
+    assert "(docs/MIGRATING.md)" in migrating and len(migrating.splitlines()) < 20
+    guide = (ROOT / "docs" / "MIGRATING.md").read_text()
+    assert "Refused where 2.0.2 returned garbage" in guide
+    # The tour says what and how; measurements are bench/README.md's.
+    tour = text.split("## A tour", 1)[1].split("\n## ", 1)[0]
+    for phrase in ["we aimed for", "this project's machines", "GiB", "2-core"]:
+        assert phrase not in tour, phrase
+    assert "### Training loop toolkit" in tour

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import math
+import os
+import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -421,6 +425,63 @@ def test_methods_are_restored_even_after_an_error():
     assert [cls.__dict__[name] for cls, name in patched] == before
 
 
+class Wide(snt.Module):
+    """Long names and outputs: a table far wider than 100 characters."""
+
+    def __init__(self):
+        super().__init__(name="a_module_with_a_rather_long_name")
+        self.first_submodule_with_a_long_name = snt.Sequential(
+            [snt.Linear(4, name="exponential_moving_linear_layer")]
+        )
+
+    def __call__(self, x):
+        y = self.first_submodule_with_a_long_name(x)
+        return {"reconstruction_of_the_inputs": y, "another_long_output_name": x}
+
+
+def test_wide_tables_fit_the_width():
+    result = snt.summary(Wide(), tf.TensorSpec([16, 1024]))
+    full = result.format(width=0)
+    assert max(map(len, full.splitlines())) > 100
+    path = "a_module_with_a_rather_long_name/first_submodule_with_a_long_name"
+    assert f"{path}/exponential_moving_linear_layer  Linear" in full
+    # Without a terminal (as here), `str` fits 100 characters: paths as a
+    # tree, names and outputs wrapped; the numbers are all there.
+    text = str(result)
+    assert text == result.format() == result.format(width=100)
+    assert max(map(len, text.splitlines())) <= 100
+    assert "\n  first_submodule_with_a_  Sequential  f32[16,4]" in text
+    assert "\n    exponential_moving_    Linear      f32[16,4]" in text
+    assert "\n                                         of_the_inputs:" in text
+    assert text.count("4,100") == 4
+    narrow = result.format(width=90)
+    assert max(map(len, narrow.splitlines())) <= 90
+    # Numbers are not wrapped: the narrowest this table gets.
+    assert max(map(len, result.format(width=40).splitlines())) == 89
+    # Tables that fit are as they were; the notes wrap between phrases.
+    mlp = snt.summary(snt.nets.MLP([16, 10]), tf.TensorSpec([8, 32]))
+    assert mlp.format(width=0).splitlines()[:-1] == str(mlp).splitlines()[:-1]
+    assert mlp.format(width=60).splitlines()[-2:] == [
+        "698 trainable and 0 non-trainable parameters (2.7 KiB),",
+        "11.1 kFLOPs per call (a multiply-add is 2 FLOPs).",
+    ]
+
+
+def test_the_terminal_width_when_printing_to_one(monkeypatch):
+    result = snt.summary(Wide(), tf.TensorSpec([16, 1024]))
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda *_: os.terminal_size((90, 24))
+    )
+    lines = str(result).splitlines()
+    assert 90 - 5 <= max(map(len, lines)) <= 90
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match=r"`module` must be an snt.Module or a "):
         snt.summary(snt.Linear, tf.TensorSpec([2, 3]))
@@ -431,6 +492,8 @@ def test_bad_arguments():
         result.format(depth=-1)
     with pytest.raises(TypeError, match=r"`tablefmt` must be a tabulate table"):
         result.format(tablefmt=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"`width` must be a non-negative integer"):
+        result.format(width=-1)
 
 
 class PlainVariables(snt.Module):

@@ -117,6 +117,7 @@ _MODULES = {
     "accumulate_step": "bench.workloads.toolkit",
     "muon_step": "bench.workloads.toolkit",
     "ema_update": "bench.workloads.toolkit",
+    "moe_step": "bench.workloads.moe",
 }
 
 NAMES = tuple(_MODULES)

@@ -15,7 +15,9 @@ random target, `snt.optimizers.AdamW` (learning rate 1e-3, weight decay
   in an `snt.LayerStack`, run in a `tf.while_loop` traced once) against
   `_unrolled`: 48 `snt.nets.TransformerBlock`s, each traced.
 - `transformer48_step`: executing that compiled step, stacked against
-  `_unrolled`, and both again with `jit_compile=True` (`_xla`).
+  `_unrolled`, and both again with `jit_compile=True` (`_xla`); `_w64`: the
+  same model at width 64 (4 heads, MLP 256) on `[8, 64, 64]`, where each
+  block's ops are small and the loop's own cost per layer shows most.
 - `remat_memory`: peak RSS increase of a fresh process that builds the
   stacked model with `remat=True` (`snt.remat` around each block's call in
   the loop body: one checkpoint per layer) and runs 2 train steps on
@@ -59,6 +61,9 @@ from bench.workloads.transformer import LEARNING_RATE, WEIGHT_DECAY, Config
 
 DEEP = Config(layers=48, width=256, heads=4, time=128, batch=8)
 DEEP_QUICK = Config(layers=3, width=32, heads=4, time=16, batch=2)
+# Small widths: per-layer overheads of the loop weigh most.
+DEEP_W64 = Config(layers=48, width=64, heads=4, time=64, batch=8)
+DEEP_W64_QUICK = Config(layers=3, width=16, heads=4, time=16, batch=2)
 # Long sequences for the remat rows: activations dominate the memory.
 REMAT = Config(layers=48, width=256, heads=4, time=512, batch=4)
 REMAT_QUICK = Config(layers=3, width=32, heads=4, time=64, batch=2)
@@ -119,31 +124,36 @@ def build_first_result(impl: str, quick: bool) -> dict[str, Sampler]:
 
 def build_step(impl: str, quick: bool) -> dict[str, Sampler]:
     """The models are built (and the steps traced) by the first samples."""
-    config = DEEP_QUICK if quick else DEEP
-    x, y = _data(config)
-    steps: dict[bool, Callable[[], Any]] = {}
+    wide = DEEP_QUICK if quick else DEEP
+    narrow = DEEP_W64_QUICK if quick else DEEP_W64
+    steps: dict[tuple[Config, bool], Callable[..., Any]] = {}
 
-    def step_of(stacked: bool) -> Callable[[], Any]:
-        # One model and optimizer per layout, shared by its two functions.
-        if stacked not in steps:
-            steps[stacked] = _train_step(_model(config, stacked))
-        return steps[stacked]
+    def step_of(config: Config, stacked: bool) -> Callable[..., Any]:
+        # One model and optimizer per configuration and layout, shared by
+        # its two functions.
+        if (config, stacked) not in steps:
+            steps[config, stacked] = _train_step(_model(config, stacked))
+        return steps[config, stacked]
 
-    def compiled(stacked: bool, xla: bool) -> Sampler:
+    def compiled(config: Config, stacked: bool, xla: bool = False) -> Sampler:
+        x, y = _data(config)
         function: list[Callable[..., Any]] = []
 
         def run() -> Any:
             if not function:
-                function.append(tf.function(step_of(stacked), jit_compile=xla))
+                step = step_of(config, stacked)
+                function.append(tf.function(step, jit_compile=xla))
             return function[0](x, y)
 
         return timed(run)
 
     return {
-        "transformer48_step": compiled(True, False),
-        "transformer48_step_unrolled": compiled(False, False),
-        "transformer48_step_xla": compiled(True, True),
-        "transformer48_step_xla_unrolled": compiled(False, True),
+        "transformer48_step": compiled(wide, True),
+        "transformer48_step_unrolled": compiled(wide, False),
+        "transformer48_step_xla": compiled(wide, True, xla=True),
+        "transformer48_step_xla_unrolled": compiled(wide, False, xla=True),
+        "transformer48_step_w64": compiled(narrow, True),
+        "transformer48_step_w64_unrolled": compiled(narrow, False),
     }
 
 
@@ -276,6 +286,13 @@ WORKLOADS = {
                 "s",
                 "unrolled, the step compiled with XLA (jit_compile=True)",
             ),
+            Row(
+                "transformer48_step_w64",
+                "s",
+                "48 blocks of width 64 (4 heads), stacked=True: compiled AdamW "
+                "train step on [8, 64, 64]",
+            ),
+            Row("transformer48_step_w64_unrolled", "s", "the same, blocks unrolled"),
         ),
         impls=(OURS,),
         repeats=5,
@@ -292,6 +309,12 @@ WORKLOADS = {
                 OURS,
                 1.1,
                 other_row="transformer48_step_xla_unrolled",
+            ),
+            Target(
+                "transformer48_step_w64",
+                OURS,
+                1.1,
+                other_row="transformer48_step_w64_unrolled",
             ),
         ),
         original=False,

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
+import shutil
+import sys
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -120,17 +123,38 @@ class Summary:
     unknown_dims: bool
     unknown_loops: bool
 
-    def format(self, depth: int | None = None, tablefmt: str = "simple") -> str:
-        """The table, with a total row and a line of notes.
+    def format(
+        self,
+        depth: int | None = None,
+        tablefmt: str = "simple",
+        width: int | None = None,
+    ) -> str:
+        """The table, with a total row and a line of notes, fitted to a width.
+
+        A table wider than `width` is narrowed in steps, each only if the
+        last was not enough: paths become a tree (each call indented under
+        its caller, named by its last path segment), the `Non-trainable`
+        header takes two lines, then long class names and outputs are
+        wrapped onto more lines (at spaces, `/`, `_`, commas and inside
+        CamelCase names), widest column first. Numbers are never wrapped, so
+        a very narrow width may still be exceeded.
 
         Args:
           depth: Show only calls nested at most this deep (0: the outermost
             calls only); default None shows all. Totals always cover all.
           tablefmt: A `tabulate` table format (default `"simple"`: no
             vertical rules, so the seven columns fit in 80 characters).
+          width: The widest line wanted, in characters. Default None: the
+            terminal's width when printing to one, else 100 (logs, files,
+            notebooks). 0: no limit, the full table (a row per line, full
+            paths).
 
         Returns:
           The table as a string.
+
+        >>> result = snt.summary(snt.nets.MLP([16, 10]), tf.TensorSpec([8, 32]))
+        >>> print(result.format(width=60).splitlines()[3])
+          linear_0  Linear   f32[8,16]        528                0
         """
         if depth is not None:
             depth = checks.integer("depth", depth, minimum=0)
@@ -138,43 +162,36 @@ class Summary:
             raise errors.bad_type(
                 "tablefmt", "must be a tabulate table format", tablefmt
             )
-        rows = [
-            (
-                _describe_call(row),
-                row.class_name,
-                "\n".join(_describe_output(label, s) for label, s in row.outputs),
-                f"{row.trainable:,}",
-                f"{row.non_trainable:,}",
-                f"{row.bytes:,}",
-                f"{row.flops:,}",
-            )
-            for row in self.rows
-            if depth is None or row.depth <= depth
-        ]
+        if width is None:
+            width = _output_width()
+        width = checks.integer("width", width, minimum=0)
+        rows = [row for row in self.rows if depth is None or row.depth <= depth]
         total = ("Total", "", "", f"{self.trainable:,}", f"{self.non_trainable:,}")
-        rows.append((*total, f"{self.bytes:,}", f"{self.flops:,}"))
-        table = tabulate.tabulate(
-            rows,
-            headers=_HEADERS,
-            tablefmt=tablefmt,
-            disable_numparse=True,
-            colalign=("left", "left", "left", "right", "right", "right", "right"),
-        )
-        return f"{table}\n{self._notes()}"
+        total += (f"{self.bytes:,}", f"{self.flops:,}")
+        table = _fit(rows, total, tablefmt, width)
+        return f"{table}\n{self._notes(width)}"
 
-    def _notes(self) -> str:
-        notes = [
+    def _notes(self, width: int = 0) -> str:
+        """The totals in words, then caveats; wrapped between phrases."""
+        phrases = [
             f"{_human(self.trainable)} trainable and {_human(self.non_trainable)} "
-            f"non-trainable parameters ({_human_bytes(self.bytes)}), "
-            f"{_human(self.flops, 'FLOPs')} per call (a multiply-add is 2 FLOPs)."
+            f"non-trainable parameters ({_human_bytes(self.bytes)}),",
+            f"{_human(self.flops, 'FLOPs')} per call",
+            "(a multiply-add is 2 FLOPs).",
         ]
         if self.unknown_dims:
-            notes.append("Unknown dimensions (None) count as 1 in FLOPs.")
+            phrases.append("Unknown dimensions (None) count as 1 in FLOPs.")
         if self.unknown_loops:
-            notes.append(
+            phrases.append(
                 "A loop whose number of iterations is unknown counts as one iteration."
             )
-        return " ".join(notes)
+        lines = [phrases[0]]
+        for phrase in phrases[1:]:
+            if width and len(lines[-1]) + 1 + len(phrase) > width:
+                lines.append(phrase)
+            else:
+                lines[-1] += f" {phrase}"
+        return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.format()
@@ -563,6 +580,178 @@ def _describe_call(row: SummaryRow) -> str:
     elif row.runs != 1:
         notes.append(f"runs {row.runs}x")
     return f"{row.path} ({', '.join(notes)})" if notes else row.path
+
+
+# Where a table fits when no width is given and the output is not a terminal.
+_DEFAULT_WIDTH = 100
+_ALIGN = ("left", "left", "left", "right", "right", "right", "right")
+# Line breaks in order of preference: after a space or `/`; then after `_` or
+# `,` and between the words of a CamelCase name.
+_BREAKS = (
+    re.compile(r"(?<=[ /])"),
+    re.compile(r"(?<=[_,])|(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])"),
+)
+
+
+def _output_width() -> int:
+    """The terminal's width if `sys.stdout` is one, else `_DEFAULT_WIDTH`."""
+    try:
+        if sys.stdout is not None and sys.stdout.isatty():
+            return shutil.get_terminal_size((_DEFAULT_WIDTH, 24)).columns
+    except (AttributeError, ValueError, OSError):  # A closed or odd stream.
+        pass
+    return _DEFAULT_WIDTH
+
+
+def _cells(row: SummaryRow, tree: bool) -> tuple[str, ...]:
+    """A row's seven cells; `tree`: the path as an indented last segment."""
+    name = _describe_call(row)
+    if tree and row.depth:
+        name = "  " * row.depth + name[len(row.path.rsplit("/", 1)[0]) + 1 :]
+    outputs = "\n".join(_describe_output(label, s) for label, s in row.outputs)
+    numbers = (row.trainable, row.non_trainable, row.bytes, row.flops)
+    return (name, row.class_name, outputs, *(f"{n:,}" for n in numbers))
+
+
+def _render(cells: Sequence[Sequence[str]], headers: Sequence[str], fmt: Any) -> str:
+    return tabulate.tabulate(
+        cells,
+        headers=headers,
+        tablefmt=fmt,
+        disable_numparse=True,
+        colalign=_ALIGN,
+        preserve_whitespace=True,  # The tree's indentation.
+    )
+
+
+def _widest(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+def _fit(
+    rows: Sequence[SummaryRow], total: tuple[str, ...], fmt: Any, width: int
+) -> str:
+    """The table of `rows` and `total`, narrowed in steps to fit `width`
+    (0: as it comes); see `Summary.format`."""
+    cells = [_cells(row, tree=False) for row in rows] + [total]
+    table = _render(cells, _HEADERS, fmt)
+    if not width or _widest(table) <= width:
+        return table
+    cells = [_cells(row, tree=True) for row in rows] + [total]
+    table = _render(cells, _HEADERS, fmt)
+    if _widest(table) <= width:
+        return table
+    headers = (*_HEADERS[:4], "Non-\ntrainable", *_HEADERS[5:])
+    table = _render(cells, headers, fmt)
+    if _widest(table) <= width:
+        return table
+    # Wrap the output and class columns, narrowing each time the one that
+    # adds the fewest lines per character saved (outputs on ties), then the
+    # module column, until the table fits or none can be narrowed.
+    widths = [max(_widest(c[i]) for c in cells) for i in range(3)]
+    other = _widest(table) - sum(widths)  # The other columns and the rules.
+    while other + sum(widths) > width:
+        best = None
+        for i in (2, 1) if widths[1:] != _floors(cells) else (0,):
+            narrowed = _narrower(cells, i, widths[i])
+            if narrowed < widths[i]:
+                trial = [*widths[:i], narrowed, *widths[i + 1 :]]
+                cost = (_height(cells, trial) - _height(cells, widths)) / (
+                    widths[i] - narrowed
+                )
+                if best is None or cost < best[0]:
+                    best = (cost, trial)
+        if best is None:
+            break
+        widths = best[1]
+    # Narrowing in steps may overshoot: widen outputs, then modules, then
+    # classes again as far as the width allows.
+    for i in (2, 0, 1):
+        while (wider := _wider(cells, i, widths[i])) > widths[i] and (
+            other + sum(widths) - widths[i] + wider <= width
+        ):
+            widths[i] = wider
+    return _render(_wrapped(cells, widths), headers, fmt)
+
+
+def _wrapped(
+    cells: Sequence[Sequence[str]], widths: Sequence[int]
+) -> list[tuple[str, ...]]:
+    """`cells` with their first columns wrapped at `widths`."""
+    return [
+        tuple(
+            _wrap(text, widths[i]) if i < len(widths) else text
+            for i, text in enumerate(row)
+        )
+        for row in cells
+    ]
+
+
+def _height(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> int:
+    """The lines of the table's body once wrapped at `widths`."""
+    return sum(
+        max(text.count("\n") + 1 for text in row) for row in _wrapped(cells, widths)
+    )
+
+
+def _floors(cells: Sequence[Sequence[str]]) -> list[int]:
+    """The narrowest the class and output columns can be wrapped."""
+    return [max(_widest(_wrap(c[i], 1)) for c in cells) for i in (1, 2)]
+
+
+def _wider(cells: Sequence[Sequence[str]], column: int, width: int) -> int:
+    """The width of `column` wrapped at the smallest limit that makes it
+    wider than `width`, or `width` if none does."""
+    natural = max(_widest(c[column]) for c in cells)
+    for limit in range(width + 1, natural + 1):
+        widened = max(_widest(_wrap(c[column], limit)) for c in cells)
+        if widened > width:
+            return widened
+    return width
+
+
+def _narrower(cells: Sequence[Sequence[str]], column: int, width: int) -> int:
+    """The width of `column` wrapped at the largest limit that makes it
+    narrower than `width`, or `width` if no limit does."""
+    for limit in range(width - 1, 0, -1):
+        narrowed = max(_widest(_wrap(c[column], limit)) for c in cells)
+        if narrowed < width:
+            return narrowed
+    return width
+
+
+def _wrap(text: str, limit: int) -> str:
+    """Each line of `text` wrapped at `limit` characters where `_BREAKS`
+    allow; continuation lines are indented 2 more than their first line."""
+    return "\n".join(
+        wrapped for line in text.splitlines() for wrapped in _wrap_line(line, limit)
+    )
+
+
+def _wrap_line(line: str, limit: int) -> list[str]:
+    if len(line) <= limit:
+        return [line]
+    body = line.lstrip(" ")
+    indent = line[: len(line) - len(body)]
+    pieces = [body]
+    room = limit - len(indent) - 2  # On a continuation line.
+    for pattern in _BREAKS:  # Finer breaks only inside pieces still too long.
+        pieces = [
+            part
+            for piece in pieces
+            for part in (
+                pattern.split(piece) if len(piece.rstrip()) > room else [piece]
+            )
+            if part
+        ]
+    lines = [indent]
+    for piece in pieces:
+        if lines[-1].strip() and len((lines[-1] + piece).rstrip()) > limit:
+            lines[-1] = lines[-1].rstrip()
+            lines.append(indent + "  ")
+        lines[-1] += piece
+    lines[-1] = lines[-1].rstrip()
+    return lines
 
 
 def _human(number: int, unit: str = "") -> str:

@@ -135,6 +135,11 @@ class TensorVariable(tf.Variable):
         `init` that created the variable has returned, until an eager
         `assign*` sets it.
       tensor_value: The current value, or None.
+      on_write: None, or a function called with the variable before each
+        write (`assign*`, `scatter_*`) and each request for its resource
+        handle (which writes through raw ops need, and a TensorVariable
+        lacks); it may raise. `snt.LayerStack` refuses layers that update
+        their variables with it.
 
     >>> with snt.functional.variables():
     ...   v = tf.Variable(tf.ones([2]), name="v")
@@ -143,6 +148,8 @@ class TensorVariable(tf.Variable):
     >>> (v * 3).numpy().tolist()
     [3.0, 3.0]
     """
+
+    on_write: Callable[[TensorVariable], None] | None = None
 
     def __init__(
         self,
@@ -216,6 +223,15 @@ class TensorVariable(tf.Variable):
     @property
     def initial_value(self) -> tf.Tensor | None:
         return self.initial_tensor_value
+
+    @property
+    def handle(self) -> Any:
+        """A TensorVariable has no resource handle: raises AttributeError."""
+        self._writing()
+        raise AttributeError(
+            f"'TensorVariable' object has no attribute 'handle': {self._name!r} "
+            "holds a plain tensor value, which no raw variable op can read or write"
+        )
 
     def get_shape(self) -> tf.TensorShape:
         return self._shape
@@ -307,7 +323,13 @@ class TensorVariable(tf.Variable):
             )
         return tensor
 
+    def _writing(self) -> None:
+        on_write = self.on_write
+        if on_write is not None:
+            on_write(self)
+
     def _write(self, value: tf.Tensor, read_value: bool = True) -> tf.Tensor | None:
+        self._writing()
         # A variable whose initial value was lost (it belonged to an ended
         # trace) adopts the first eager value written to it.
         if self.initial_tensor_value is None and not tf.is_symbolic_tensor(value):
@@ -329,6 +351,7 @@ class TensorVariable(tf.Variable):
         tensor = None if value is None else self._check("value", value)
         _notify(self)
         if tensor is None:
+            self._writing()
             self.tensor_value = None
             return None
         return self._write(tensor, read_value)
@@ -356,6 +379,7 @@ class TensorVariable(tf.Variable):
         return self._write(self._read() - tensor, read_value)
 
     def _replace(self, new: tf.Tensor) -> tf.Tensor:
+        self._writing()
         self.tensor_value = new
         return new
 

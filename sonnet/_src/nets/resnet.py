@@ -12,6 +12,7 @@ from sonnet._src import (
     batch_norm,
     checks,
     conv,
+    drop_path,
     errors,
     initializers,
     linear,
@@ -94,13 +95,24 @@ class _BottleNeckBlock(base.Module):
         use_projection: bool,
         bn_config: Mapping[str, Any],
         name: str | None = None,
+        *,
+        drop_path_rate: float = 0.0,
     ):
         super().__init__(name=name)
         self._channels = _check_channels(channels)
         self._stride = _check_stride(stride)
         self._use_projection = checks.flag("use_projection", use_projection)
         self._bn_config = _check_bn_config(bn_config)
+        self._drop_path_rate = drop_path.check_rate("drop_path_rate", drop_path_rate)
         self._build(self._channels, bn_config)
+
+    @base.no_name_scope
+    def _drop_path(self, net: tf.Tensor, is_training: bool | tf.Tensor) -> tf.Tensor:
+        """The residual branch `net`, dropped per example while training
+        with probability `drop_path_rate` (`snt.drop_path`)."""
+        if not self._drop_path_rate:
+            return net
+        return drop_path.drop_path(net, self._drop_path_rate, is_training)
 
     def _build(self, channels: int, bn_config: Any) -> None:
         """Creates the block's submodules (each block defines it)."""
@@ -124,6 +136,9 @@ class BottleNeckBlockV1(_BottleNeckBlock):
       bn_config: Extra `snt.BatchNorm` arguments (e.g. `decay_rate`, `eps`);
         `create_scale`/`create_offset` default to True.
       name: Module name.
+      drop_path_rate: Probability of dropping the residual branch of an
+        example while training (stochastic depth, `snt.drop_path`: the
+        block then passes the shortcut on). Default 0: never.
 
     >>> block = snt.nets.resnet.BottleNeckBlockV1(
     ...     channels=8, stride=2, use_projection=True, bn_config={})
@@ -179,7 +194,7 @@ class BottleNeckBlockV1(_BottleNeckBlock):
             net = bn_i(conv_i(net), is_training=is_training)
             if i < last:
                 net = tf.nn.relu(net)
-        return tf.nn.relu(net + shortcut)
+        return tf.nn.relu(self._drop_path(net, is_training) + shortcut)
 
 
 class BottleNeckBlockV2(_BottleNeckBlock):
@@ -196,6 +211,8 @@ class BottleNeckBlockV2(_BottleNeckBlock):
       use_projection: Whether the shortcut is a projection.
       bn_config: Extra `snt.BatchNorm` arguments (e.g. `decay_rate`, `eps`).
       name: Module name.
+      drop_path_rate: Probability of dropping the residual branch of an
+        example while training (`snt.drop_path`). Default 0: never.
 
     >>> block = snt.nets.resnet.BottleNeckBlockV2(
     ...     channels=8, stride=1, use_projection=True, bn_config={})
@@ -233,7 +250,7 @@ class BottleNeckBlockV2(_BottleNeckBlock):
         net = self._conv_0(net)
         net = self._conv_1(tf.nn.relu(self._bn_1(net, is_training=is_training)))
         net = self._conv_2(tf.nn.relu(self._bn_2(net, is_training=is_training)))
-        return net + shortcut
+        return self._drop_path(net, is_training) + shortcut
 
 
 class BlockGroup(base.Module):
@@ -247,6 +264,8 @@ class BlockGroup(base.Module):
       resnet_v2: Whether to use `BottleNeckBlockV2` (pre-activation) blocks
         instead of `BottleNeckBlockV1`. Default False.
       name: Module name.
+      drop_path_rate: The blocks' `drop_path_rate`: one rate for every
+        block, or a sequence of `num_blocks` rates. Default 0: no drop path.
 
     >>> group = snt.nets.resnet.BlockGroup(
     ...     channels=8, num_blocks=2, stride=2, bn_config={})
@@ -262,11 +281,14 @@ class BlockGroup(base.Module):
         bn_config: Mapping[str, Any],
         resnet_v2: bool = False,
         name: str | None = None,
+        *,
+        drop_path_rate: float | Sequence[float] = 0.0,
     ):
         super().__init__(name=name)
         channels = _check_channels(channels)
         num_blocks = checks.size("num_blocks", num_blocks)
         stride = _check_stride(stride)
+        rates = _check_block_rates(drop_path_rate, num_blocks)
         block = (
             BottleNeckBlockV2
             if checks.flag("resnet_v2", resnet_v2)
@@ -279,6 +301,7 @@ class BlockGroup(base.Module):
                 use_projection=(i == 0),
                 bn_config=bn_config,
                 name=f"block_{i}",
+                drop_path_rate=rates[i],
             )
             for i in range(num_blocks)
         ]
@@ -291,6 +314,28 @@ class BlockGroup(base.Module):
         for block in self._blocks:
             net = block(net, is_training=is_training)
         return net
+
+
+def _check_block_rates(rates: Any, num_blocks: int) -> list[float]:
+    """`drop_path_rate` of a `BlockGroup`: one rate per block."""
+    if isinstance(rates, Sequence) and not isinstance(rates, str):
+        if len(rates) != num_blocks:
+            raise errors.bad_value(
+                "drop_path_rate",
+                f"must be a rate or a sequence of {num_blocks} rates (one per block)",
+                rates,
+            )
+        return [drop_path.check_rate("drop_path_rate", r) for r in rates]
+    return [drop_path.check_rate("drop_path_rate", rates)] * num_blocks
+
+
+def linear_schedule(rate: float, num_blocks: int) -> list[float]:
+    """Drop path rates rising linearly over `num_blocks` blocks, from 0 for
+    the first to `rate` for the last (timm's schedule)."""
+    if num_blocks < 2:
+        return [0.0] * num_blocks
+    # Rounded so that 0.3 over 4 blocks reads 0.1, not 0.09999999999999999.
+    return [round(rate * i / (num_blocks - 1), 12) for i in range(num_blocks)]
 
 
 def _check_four(argument: str, value: Any) -> tuple[int, ...]:
@@ -320,6 +365,10 @@ class ResNet(base.Module):
       channels_per_group_list: Output channels of each of the 4 groups.
         Default (256, 512, 1024, 2048).
       name: Module name.
+      drop_path_rate: Stochastic depth (`snt.drop_path`, per example, while
+        training): the rate of the last block, with rates rising linearly
+        over all blocks from 0 for the first (Huang et al. 2016; timm's
+        schedule). Default 0: no drop path.
 
     Inputs are NHWC images `[B, H, W, C]`; outputs are logits
     `[B, num_classes]`.
@@ -338,6 +387,8 @@ class ResNet(base.Module):
         resnet_v2: bool = False,
         channels_per_group_list: Sequence[int] = (256, 512, 1024, 2048),
         name: str | None = None,
+        *,
+        drop_path_rate: float = 0.0,
     ):
         super().__init__(name=name)
         num_classes = checks.size("num_classes", num_classes, allow_zero=True)
@@ -367,6 +418,10 @@ class ResNet(base.Module):
         self._blocks_per_group_list = blocks
         self._channels_per_group_list = channels
 
+        rates = linear_schedule(
+            drop_path.check_rate("drop_path_rate", drop_path_rate), sum(blocks)
+        )
+        starts = [sum(blocks[:i]) for i in range(4)]
         self._initial_conv = _conv(64, 7, 2, "initial_conv")
         if not self._resnet_v2:
             self._initial_batchnorm = batch_norm.BatchNorm(
@@ -381,6 +436,7 @@ class ResNet(base.Module):
                 bn_config=bn_config,
                 resnet_v2=self._resnet_v2,
                 name=f"block_group_{i}",
+                drop_path_rate=rates[starts[i] : starts[i] + blocks[i]],
             )
             for i in range(4)
         ]
@@ -416,6 +472,8 @@ class ResNet50(ResNet):
       bn_config: Extra `snt.BatchNorm` arguments (see `snt.nets.ResNet`).
       resnet_v2: Whether to build the pre-activation (v2) network.
       name: Module name (default "res_net50").
+      drop_path_rate: Stochastic depth rate of the last block (see
+        `snt.nets.ResNet`). Default 0.
 
     >>> net = snt.nets.ResNet50(num_classes=10)
     >>> len(net.submodules)
@@ -428,6 +486,8 @@ class ResNet50(ResNet):
         bn_config: Mapping[str, Any] | None = None,
         resnet_v2: bool = False,
         name: str | None = None,
+        *,
+        drop_path_rate: float = 0.0,
     ):
         super().__init__(
             [3, 4, 6, 3],
@@ -435,4 +495,5 @@ class ResNet50(ResNet):
             bn_config=bn_config,
             resnet_v2=resnet_v2,
             name=name,
+            drop_path_rate=drop_path_rate,
         )
