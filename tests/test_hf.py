@@ -60,13 +60,8 @@ def test_load_matches_reference_logits(case):
 
 
 def test_load_sharded():
-    # The shards hold the llama3 weights rounded to bfloat16 (the fixture
-    # script rounded the model in place before writing them), so the logits
-    # are those of `llama3_bf16`. Its own reference.npz was computed with
-    # `rotary_emb.inv_freq` rounded to bfloat16 too, which `transformers`
-    # itself does not reproduce when it reads the files (3.6e-4 off).
     model = snt.hf.load(str(FIXTURES / "llama3_sharded"))
-    reference = _reference("llama3_bf16")
+    reference = _reference("llama3_sharded")
     _assert_logits(model(tf.constant(reference["tokens"])), reference["logits"])
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import copy
 import json
 import pathlib
 import shutil
@@ -168,12 +169,13 @@ def make() -> None:
         if name in ("gpt2", "llama2"):
             _tokenizer(folder)
         if name == "llama3":
-            bf16 = _write("llama3_bf16", model.to(torch.bfloat16))
+            # A copy: `to(bfloat16)` also rounds buffers (the rotary
+            # frequencies) that `float()` would not restore.
+            bf16 = _write("llama3_bf16", copy.deepcopy(model).to(torch.bfloat16))
             rounded = tr.AutoModelForCausalLM.from_pretrained(
                 bf16, dtype=torch.float32, attn_implementation="eager"
             ).eval()
             np.savez(bf16 / "reference.npz", **_reference(rounded))
-            model = model.float()
             sharded = _write("llama3_sharded", model, max_shard_size="20KB")
             np.savez(sharded / "reference.npz", **_reference(model))
         if name == "llama2":
