@@ -181,7 +181,7 @@ def main(args: argparse.Namespace) -> None:
     if spread < 0.3 * real_spread:
         print(
             "the samples are nearly all alike: too little training for the "
-            "generator to spread out (try --steps 3000), or a collapsed GAN"
+            "generator to spread out\n(try --steps 3000), or a collapsed GAN"
         )
     path = os.path.join(args.out, "samples.png")
     plots.save_image_grid(

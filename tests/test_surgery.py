@@ -241,3 +241,29 @@ def test_surgery_refuses_layer_stacks_variables_root_and_traces():
 def test_bad_input(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+class Cached(snt.Module):
+    """Keeps an untracked copy of its layers, refreshed by surgery's hook."""
+
+    _TF_MODULE_IGNORED_PROPERTIES = snt.Module._TF_MODULE_IGNORED_PROPERTIES | {"_copy"}
+
+    def __init__(self):
+        super().__init__(name="cached")
+        self.layers = [snt.Linear(2), snt.Linear(2)]
+        self.refreshed = 0
+        self._refresh_submodules()
+
+    def _refresh_submodules(self):
+        vars(self)["_copy"] = tuple(self.layers)
+        self.refreshed += 1
+
+
+def test_modules_with_copies_of_their_submodules_stay_up_to_date():
+    cached = Cached()
+    new = snt.Linear(3)
+    snt.surgery.set(cached, "layers/1", new)
+    assert cached._copy == (cached.layers[0], new) and cached.refreshed == 2
+    mlp = _mlp()  # No hook: its untracked `_layer_tuple` gets the new layer.
+    snt.surgery.set(mlp, "_layers/0", new)
+    assert mlp._layer_tuple[0] is new

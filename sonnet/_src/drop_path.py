@@ -37,6 +37,20 @@ def check_mode(mode: Any) -> str:
     return mode
 
 
+def linear_schedule(rate: float, num_blocks: int) -> list[float]:
+    """Drop path rates rising linearly over `num_blocks` blocks, from 0 for
+    the first to `rate` for the last (timm's schedule; `snt.nets.ResNet`'s).
+
+    >>> from sonnet._src.drop_path import linear_schedule
+    >>> linear_schedule(0.3, 4)
+    [0.0, 0.1, 0.2, 0.3]
+    """
+    if num_blocks < 2:
+        return [0.0] * num_blocks
+    # Rounded so that 0.3 over 4 blocks reads 0.1, not 0.09999999999999999.
+    return [round(rate * i / (num_blocks - 1), 12) for i in range(num_blocks)]
+
+
 def _drop(x: tf.Tensor, rate: float, mode: str, seed: int | None) -> tf.Tensor:
     if mode == "batch":
         noise_shape: Any = [1] * x.shape.rank

@@ -329,15 +329,6 @@ def _check_block_rates(rates: Any, num_blocks: int) -> list[float]:
     return [drop_path.check_rate("drop_path_rate", rates)] * num_blocks
 
 
-def linear_schedule(rate: float, num_blocks: int) -> list[float]:
-    """Drop path rates rising linearly over `num_blocks` blocks, from 0 for
-    the first to `rate` for the last (timm's schedule)."""
-    if num_blocks < 2:
-        return [0.0] * num_blocks
-    # Rounded so that 0.3 over 4 blocks reads 0.1, not 0.09999999999999999.
-    return [round(rate * i / (num_blocks - 1), 12) for i in range(num_blocks)]
-
-
 def _check_four(argument: str, value: Any) -> tuple[int, ...]:
     values = checks.integers(argument, value, minimum=1)
     if len(values) != 4:
@@ -418,7 +409,7 @@ class ResNet(base.Module):
         self._blocks_per_group_list = blocks
         self._channels_per_group_list = channels
 
-        rates = linear_schedule(
+        rates = drop_path.linear_schedule(
             drop_path.check_rate("drop_path_rate", drop_path_rate), sum(blocks)
         )
         starts = [sum(blocks[:i]) for i in range(4)]

@@ -4,9 +4,10 @@ normalised weights (`snt.spectral_norm`, `snt.weight_norm`) and drop path.
 A normalised layer must be built before its weight step is added, so those
 factories build it on the example input first. One call of a spectrally
 normalised layer is a training step's: the layer, then
-`snt.spectral_norm.update` (the suites reset `u` and `v` before each compared call, so every
-call refines the same estimate). The steps themselves are not registered:
-they are not called on inputs but by their layers, whose cases cover them.
+`snt.spectral_norm.update` (the suites reset `u` and `v` before each
+compared call, so every call refines the same estimate). The steps
+themselves are not registered: they are not called on inputs but by their
+layers, whose cases cover them.
 """
 
 from __future__ import annotations
