@@ -32,6 +32,12 @@ FACADES = [
     "pad",
     "precision",
     "functional",
+    "lora",
+    "int8",
+    "hf",
+    "spectral_norm",
+    "weight_norm",
+    "surgery",
 ]
 
 

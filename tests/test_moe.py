@@ -543,3 +543,34 @@ def test_bad_inputs_raise_and_change_nothing():
     with pytest.raises(TypeError, match="`return_aux_losses` must be a bool"):
         module(x, return_aux_losses="yes")
     np.testing.assert_array_equal(module(x), expected)
+
+
+def test_stacked_layers_collect_the_losses_per_layer():
+    class Block(snt.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.moe = snt.MixtureOfExperts(4, 6, capacity_factor=1.5)
+
+        def __call__(self, x: tf.Tensor) -> Any:
+            y, losses = self.moe(x, return_aux_losses=True)
+            return x + y, losses
+
+    stack = snt.LayerStack(Block, num_layers=3)
+    x = tf.constant(_inputs(2, 5, 8, seed=14))
+    outputs, per_layer = stack(x, per_layer={})
+    assert stack.variables[2].shape == [3, 4, 8, 6]  # [layers, experts, ...]
+    assert per_layer["load_balancing"].shape == [3]
+    # The same as the unrolled layers with each layer's slice of the weights.
+    h = x
+    for i in range(3):
+        layer = Block()
+        layer(h)
+        for v, stacked in zip(layer.variables, stack.variables):
+            v.assign(stacked[i])
+        h, losses = layer(h)
+        np.testing.assert_allclose(
+            per_layer["router_z"][i], losses["router_z"], rtol=1e-5
+        )
+    np.testing.assert_allclose(outputs, h, rtol=1e-5, atol=1e-5)
+    traced = tf.function(lambda x: stack(x, per_layer={}), jit_compile=True)
+    np.testing.assert_allclose(traced(x)[0], outputs, rtol=1e-4, atol=1e-5)

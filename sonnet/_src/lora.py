@@ -547,6 +547,16 @@ def unmerge(module: Any, *, safe_merge: bool = True) -> None:
     Raises:
       ValueError: if the tree has no adapters or they are not merged, or
         (with `safe_merge`) a term is not finite. Nothing is changed then.
+
+    >>> linear = snt.Linear(2)
+    >>> _ = linear(tf.ones([1, 3]))
+    >>> before = linear.w.numpy()
+    >>> _ = snt.lora.add(linear, rank=1)
+    >>> _ = linear.lora.b.assign([[1.0, 2.0]])
+    >>> snt.lora.merge(linear)
+    >>> snt.lora.unmerge(linear)
+    >>> bool(abs(linear.w.numpy() - before).max() < 1e-6)
+    True
     """
     module_filter.check_eager(module, "unmerged")
     safe_merge = checks.flag("safe_merge", safe_merge)
@@ -623,6 +633,14 @@ def save(module: Any, path: str) -> str:
 
     Returns:
       The checkpoint's path (as `tf.train.Checkpoint.write`).
+
+    >>> import os, tempfile
+    >>> mlp = snt.nets.MLP([4, 2])
+    >>> _ = mlp(tf.ones([1, 3]))
+    >>> _ = snt.lora.add(mlp, rank=1)
+    >>> path = snt.lora.save(mlp, os.path.join(tempfile.mkdtemp(), "adapters"))
+    >>> [name for name, _ in tf.train.list_variables(path)][1]
+    'adapters/mlp.Slinear_0/a/.ATTRIBUTES/VARIABLE_VALUE'
     """
     return tf.train.Checkpoint(adapters=adapters(module)).write(path)
 
@@ -639,6 +657,17 @@ def restore(module: Any, path: str) -> None:
     Raises:
       ValueError: naming the first variable missing or of another shape, or
         if the adapters are merged.
+
+    >>> import os, tempfile
+    >>> mlp = snt.nets.MLP([4, 2])
+    >>> _ = mlp(tf.ones([1, 3]))
+    >>> _ = snt.lora.add(mlp, rank=1)
+    >>> _ = mlp.submodules[0].lora.b.assign(tf.ones([1, 4]))
+    >>> path = snt.lora.save(mlp, os.path.join(tempfile.mkdtemp(), "adapters"))
+    >>> _ = mlp.submodules[0].lora.b.assign(tf.zeros([1, 4]))
+    >>> snt.lora.restore(mlp, path)
+    >>> mlp.submodules[0].lora.b.numpy().tolist()
+    [[1.0, 1.0, 1.0, 1.0]]
     """
     module_filter.check_eager(module, "restored")
     found = adapters(module)

@@ -3,7 +3,8 @@
 How a call runs (the one place this is written):
 
 * **Route.** The router (`snt.Linear(num_experts, with_bias=False)`) gives
-  float32 logits `[N, E]` for the `N` tokens (every leading axis flattened).
+  float32 logits `[N, E]` for the `N` tokens (every leading axis flattened;
+  float64 for float64 inputs).
   Scores are their softmax (`gating="softmax"`) or sigmoid
   (`gating="sigmoid"`, DeepSeek-V3); each token picks its `top_k` experts by
   score (`tf.math.top_k`: ties go to the lower index), and their scores are
@@ -88,12 +89,12 @@ class Routing(NamedTuple):
     """The router's choices for `N` tokens (see `route`)."""
 
     experts: tf.Tensor  # [N, top_k] int32: the chosen experts, best first.
-    gates: tf.Tensor  # [N, top_k] float32: their weights.
-    probabilities: tf.Tensor  # [N, E] float32: P(expert) for the balancing loss.
+    gates: tf.Tensor  # [N, top_k], the logits' dtype: their weights.
+    probabilities: tf.Tensor  # [N, E]: P(expert), for the balancing loss.
 
 
 def route(logits: tf.Tensor, top_k: int, gating: str, normalize: bool) -> Routing:
-    """Top-k routing of float32 `logits [N, E]` (module docstring)."""
+    """Top-k routing of `logits [N, E]` (module docstring)."""
     if gating == "softmax":
         scores = tf.nn.softmax(logits)
         probabilities = scores
@@ -213,14 +214,16 @@ class MixtureOfExperts(base.Module):
 
     Training losses: `moe(x, return_aux_losses=True)` returns
     `(outputs, {"load_balancing": ..., "router_z": ...})`, two float32
-    scalars of this call's tokens: the Switch Transformer load-balancing
-    loss `num_experts * sum_e f_e * P_e` (`f_e`: the fraction of the
-    assignments made to expert `e`, before dropping; `P_e`: its mean router
-    probability; 1 when routing is even) and the router z-loss
-    `mean(logsumexp(logits) ** 2)`. Add them to the loss with small weights
-    (typically 1e-2 and 1e-3). They are returned, not stored, so they work
-    the same eagerly, in a `tf.function`, under XLA and in each replica of
-    an `snt.distribute.Replicator` (where they are of the replica's tokens).
+    scalars (float64 for float64 inputs) of this call's tokens: the Switch
+    Transformer load-balancing loss `num_experts * sum_e f_e * P_e` (`f_e`:
+    the fraction of the assignments made to expert `e`, before dropping;
+    `P_e`: its mean router probability; 1 when routing is even) and the
+    router z-loss `mean(logsumexp(logits) ** 2)`. Add them to the loss with
+    small weights (typically 1e-2 and 1e-3). They are returned, not stored,
+    so they work the same eagerly, in a `tf.function`, under XLA and in
+    each replica of an `snt.distribute.Replicator` (where they are of the
+    replica's tokens); in an `snt.LayerStack`, return them as per-layer
+    outputs (`stack(x, per_layer={})`).
 
     Args:
       num_experts: Number of routed experts (>= 1).
@@ -262,9 +265,9 @@ class MixtureOfExperts(base.Module):
 
     Shapes:
       inputs `[..., model_size]` (rank >= 2) -> outputs of the same shape
-      and dtype. The router computes in float32; under a `snt.precision`
-      policy the variables are float32 and the experts compute in its
-      compute dtype.
+      and dtype. The router computes in float32 (float64 for float64
+      inputs); under a `snt.precision` policy the variables are float32 and
+      the experts compute in its compute dtype.
 
     >>> moe = snt.MixtureOfExperts(num_experts=4, hidden_size=16, top_k=2)
     >>> outputs, losses = moe(tf.ones([2, 3, 8]), return_aux_losses=True)
