@@ -193,3 +193,69 @@ def test_block_drops_the_residual_branch(block):
 def test_resnet_bad_rates(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# The Transformer ---------------------------------------------------------------
+
+
+def _transformer(**kwargs) -> snt.nets.Transformer:
+    return snt.nets.Transformer(num_layers=3, num_heads=2, model_size=8, **kwargs)
+
+
+def test_transformer_linear_schedule_over_blocks():
+    model = _transformer(drop_path_rate=0.2)
+    assert [b.drop_path_rate for b in model.blocks] == [0.0, 0.1, 0.2]
+    assert repr(model) == (
+        "Transformer(num_layers=3, num_heads=2, model_size=8, drop_path_rate=0.2)"
+    )
+    assert "drop_path_rate" not in repr(model.blocks[0])
+    assert "drop_path_rate=0.1" in repr(model.blocks[1])
+
+
+def test_transformer_defaults_unchanged_and_eval_equal():
+    x = tf.random.stateless_normal([4, 5, 8], seed=[1, 2])
+    tf.random.set_seed(3)
+    plain = _transformer()
+    tf.random.set_seed(3)
+    dropping = _transformer(drop_path_rate=0.5)
+    plain(x)
+    dropping(x)
+    assert [v.name for v in plain.variables] == [v.name for v in dropping.variables]
+    for a, b in zip(plain.variables, dropping.variables):
+        b.assign(a)
+    np.testing.assert_array_equal(plain(x).numpy(), dropping(x).numpy())
+    assert all(b.drop_path_rate == 0 for b in plain.blocks)
+
+
+def test_transformer_block_drops_whole_branches_per_example():
+    block = snt.nets.TransformerBlock(num_heads=2, model_size=8, drop_path_rate=0.5)
+    x = tf.random.stateless_normal([64, 3, 8], seed=[4, 5])
+    block(x)
+    tf.random.set_seed(6)
+    y = block(x, is_training=True).numpy()
+    # An example whose two branches were both dropped comes out unchanged.
+    unchanged = np.all(np.isclose(y, x.numpy()), axis=(1, 2))
+    assert 0 < unchanged.sum() < 64
+    # A traced flag decides at run time.
+    f = tf.function(lambda t: block(x, is_training=t))
+    np.testing.assert_allclose(f(tf.constant(False)).numpy(), block(x).numpy())
+
+
+def test_transformer_drop_path_refused_when_stacked_or_out_of_range():
+    with pytest.raises(ValueError, match=r"`drop_path_rate` must be 0 with `stacked"):
+        _transformer(drop_path_rate=0.1, stacked=True)
+    with pytest.raises(ValueError, match=r"`drop_path_rate` must be in \[0, 1\)"):
+        _transformer(drop_path_rate=1.0)
+    with pytest.raises(ValueError, match=r"`drop_path_rate` must be in \[0, 1\)"):
+        snt.nets.TransformerBlock(num_heads=2, model_size=8, drop_path_rate=-0.1)
+
+
+def test_surgery_on_a_transformer_reaches_its_loop():
+    model = _transformer(remat=True)
+    x = tf.random.stateless_normal([2, 3, 8], seed=[7, 8])
+    model(x)
+    identity = snt.Sequential([lambda h, **_: h], name="block_1")
+    snt.surgery.set(model, "blocks/1", identity)
+    assert model._block_tuple[1] is identity
+    expected = model.final_norm(model.blocks[2](model.blocks[0](x)))
+    np.testing.assert_allclose(model(x).numpy(), expected.numpy(), atol=1e-6)

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from sonnet._src import attention as attention_lib
 from sonnet._src import axis_norm, base, checks, errors, initializers, precision, utils
+from sonnet._src import drop_path as drop_path_lib
 from sonnet._src import dropout as dropout_lib
 from sonnet._src import layer_stack as layer_stack_lib
 from sonnet._src import linear as linear_lib
@@ -280,8 +281,10 @@ class TransformerBlock(base.Module):
         qk_norm: bool = False,
         window: int | None = None,
         rotary_scaling: dict[str, Any] | None = None,
+        drop_path_rate: Any = 0.0,
         name: str | None = None,
     ):
+        drop_path_rate = drop_path_lib.check_rate("drop_path_rate", drop_path_rate)
         args = _block_args(
             num_heads,
             model_size,
@@ -310,6 +313,7 @@ class TransformerBlock(base.Module):
         self.norm = args.norm
         self.dropout_rate = args.dropout_rate
         self.causal = args.causal
+        self.drop_path_rate = drop_path_rate
         self._use_dropout = args.use_dropout
         self.attention_norm = _norm(args.norm, "attention_norm", args.norm_eps)
         self.attention = attention_lib.MultiHeadAttention(
@@ -397,7 +401,7 @@ class TransformerBlock(base.Module):
             h, new_cache = self.attention(h, mask=mask, causal=self.causal, cache=cache)
         if compute is not None:  # A policy's output dtype back to its compute one.
             h = precision.cast(h, compute)
-        x = x + self._dropout(h, training)
+        x = x + self._residual(h, training)
         # The MLP sees every position as one row of a matrix: TensorFlow's
         # gradient of a `[B, T, D] x [D, E]` batch matmul with respect to the
         # weights is one matmul per example and a sum, about twice the work
@@ -415,8 +419,17 @@ class TransformerBlock(base.Module):
         h = tf.reshape(self.mlp_out(h), shape)
         if compute is not None:
             h = precision.cast(h, compute)
-        x = x + self._dropout(h, training)
+        x = x + self._residual(h, training)
         return x if cache is None else (x, new_cache)
+
+    @base.no_name_scope
+    def _residual(self, h: tf.Tensor, training: bool | tf.Tensor) -> tf.Tensor:
+        """A branch's output on its way to the residual stream: dropout, then
+        the whole branch dropped for some examples (`drop_path_rate`)."""
+        h = self._dropout(h, training)
+        if self.drop_path_rate:
+            h = drop_path_lib.drop_path(h, self.drop_path_rate, training)
+        return h
 
     @base.no_name_scope
     def _dropout(self, x: tf.Tensor, training: bool | tf.Tensor) -> tf.Tensor:
@@ -563,6 +576,11 @@ class Transformer(base.Module):
       rotary_scaling: Frequency scaling of the rotary embeddings (as
         `snt.apply_rotary_embedding`'s `scaling`, e.g. Llama 3.1's
         `{"rope_type": "llama3", ...}`); default None.
+      drop_path_rate: Stochastic depth (Huang et al. 2016, arXiv:1603.09382):
+        while training, each block's attention and MLP outputs are dropped
+        for some examples (`snt.drop_path`), at rates rising linearly from
+        0 for the first block to this for the last; a number in `[0, 1)`,
+        default 0 (none). A block takes its own rate. Unstacked only.
       name: Module name (default `transformer`).
 
     Shapes:
@@ -618,11 +636,21 @@ class Transformer(base.Module):
         qk_norm: bool = False,
         window: int | None = None,
         rotary_scaling: dict[str, Any] | None = None,
+        drop_path_rate: Any = 0.0,
         name: str | None = None,
     ):
         num_layers = checks.size("num_layers", num_layers)
         stacked = checks.flag("stacked", stacked)
         remat = checks.flag("remat", remat)
+        drop_path_rate = drop_path_lib.check_rate("drop_path_rate", drop_path_rate)
+        if stacked and drop_path_rate:
+            raise errors.bad_value(
+                "drop_path_rate",
+                "must be 0 with `stacked=True`: the schedule gives each block its "
+                "own rate, and stacked blocks share one configuration (use "
+                "`stacked=False`)",
+                drop_path_rate,
+            )
         args = _block_args(
             num_heads,
             model_size,
@@ -684,16 +712,31 @@ class Transformer(base.Module):
             )
             blocks: tuple[TransformerBlock, ...] = ()
         else:
-            self.blocks = [make_block(name=f"block_{i}") for i in range(num_layers)]
+            # Stochastic depth rises linearly over the blocks (timm's).
+            rates = drop_path_lib.linear_schedule(drop_path_rate, num_layers)
+            self.blocks = [
+                make_block(
+                    name=f"block_{i}", **_block_options(drop_path_rate=r or None)
+                )
+                for i, r in enumerate(rates)
+            ]
             blocks = tuple(self.blocks)
         self.final_norm = _norm(args.norm, "final_norm", args.norm_eps)
-        # A plain tuple for the loop in `__call__` (not tracked: checkpoints
-        # and `variables` see `blocks` only), each call with remat if asked.
+        self._set_block_calls(blocks)
+
+    def _set_block_calls(self, blocks: tuple[TransformerBlock, ...]) -> None:
+        """A plain tuple for the loop in `__call__` (not tracked: checkpoints
+        and `variables` see `blocks` only), each call with remat if asked."""
         vars(self)["_block_tuple"] = blocks
         calls: tuple[Any, ...] = blocks
-        if remat:
+        if self.remat:
             calls = tuple(remat_lib.remat(b) for b in blocks)
         vars(self)["_block_calls"] = calls
+
+    def _refresh_submodules(self) -> None:
+        """Rebuilds the loop's tuple after `snt.surgery` replaced a block."""
+        if not self.stacked:
+            self._set_block_calls(tuple(self.blocks))
 
     @utils.no_autograph
     def __call__(
