@@ -450,3 +450,20 @@ def test_choose_layers_by_type():
     mlp(tf.ones([1, 8]))
     steps = snt.weight_norm.add(attention, pattern="query|value")
     assert sorted(steps) == ["multi_head_attention/query", "multi_head_attention/value"]
+
+
+@pytest.mark.parametrize("namespace", ["spectral_norm", "weight_norm"])
+def test_int8_and_lora_merge_refuse_normalised_layers(namespace):
+    mlp = snt.nets.MLP([4, 2])
+    x = tf.ones([1, 3])
+    mlp(x)
+    getattr(snt, namespace).add(mlp)
+    before = {v.name: v.numpy().copy() for v in mlp.variables}
+    with pytest.raises(ValueError, match=r"must have plain weights to convert.*remove"):
+        snt.int8.quantize(mlp)
+    snt.lora.add(mlp, rank=1)
+    with pytest.raises(ValueError, match=r"must have plain weights to merge into"):
+        snt.lora.merge(mlp)
+    for variable in mlp.variables:
+        if variable.name in before:
+            np.testing.assert_array_equal(variable.numpy(), before[variable.name])

@@ -88,6 +88,14 @@ def quantize(module: Any, *, types: Any = None, pattern: Any = None) -> list[Any
                 module,
             )
         module_filter.check_weight_rank(module, layer, attribute, stack)
+        step = vars(layer).get("_weight_step")
+        if step is not None and not isinstance(step, weights.Int8Kernel):
+            raise errors.bad_value(
+                "module",
+                f"must have plain weights to convert: "
+                f"`{module_filter.name_path(layer)}` has {weights.describe_step(step)}",
+                module,
+            )
         if weight.dtype.is_floating:
             # A stack's weights have a leading layer axis: reduce one later.
             axis = _REDUCED_AXIS[kind] + (stack is not None)

@@ -58,6 +58,7 @@ from sonnet._src import (
     module_filter,
     precision,
     tensors,
+    weights,
 )
 
 # The freeze mark `add` sets (`freezing.py`), so that `remove` unfreezes only
@@ -522,6 +523,15 @@ def merge(module: Any, *, safe_merge: bool = True) -> None:
                 "module",
                 f"must have floating point weights to merge into: `{name}` has "
                 f"{layer.w.dtype.name} weights (merge before `snt.int8.quantize`)",
+                module,
+            )
+        step = vars(layer).get("_weight_step")
+        if step is not None:
+            # `w` is not the kernel then (a normalisation divides it).
+            raise errors.bad_value(
+                "module",
+                f"must have plain weights to merge into: `{name}` has "
+                f"{weights.describe_step(step)}",
                 module,
             )
     if safe_merge:

@@ -184,7 +184,7 @@ def choose(
             raise errors.bad_value(
                 "module",
                 f"must have plain weights to give {feature}: `{name}` has "
-                f"{describe_step(step)}",
+                f"{weights.describe_step(step)}",
                 module,
             )
         if not weight.dtype.is_floating:
@@ -196,16 +196,6 @@ def choose(
             )
         chosen.append((layer, attr))
     return chosen
-
-
-def describe_step(step: Any) -> str:
-    """What a layer's own weight step is, for error messages."""
-    if isinstance(step, weights.Int8Kernel):
-        return "int8 weights (`snt.int8.quantize`)"
-    if isinstance(step, NormalizedKernel):
-        feature = type(step).FEATURE
-        return f"{feature} already (`snt.{type(step).NAMESPACE}.remove` takes it off)"
-    return f"its own weight step, {step!r}"
 
 
 def set_step(layer: Any, step: NormalizedKernel) -> None:

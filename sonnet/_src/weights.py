@@ -108,6 +108,22 @@ class Int8Kernel:
         return f"Int8Kernel({self.attribute!r})"
 
 
+def describe_step(step: Any) -> str:
+    """What a layer's own weight step is (set on the instance), for errors.
+
+    >>> from sonnet._src.weights import describe_step
+    >>> describe_step(Int8Kernel("w"))
+    'int8 weights (`snt.int8.quantize`)'
+    """
+    if isinstance(step, Int8Kernel):
+        return "int8 weights (`snt.int8.quantize`)"
+    feature = getattr(type(step), "FEATURE", None)  # `snt.spectral_norm`'s, ...
+    if feature is not None:
+        namespace = type(step).NAMESPACE
+        return f"{feature} already (`snt.{namespace}.remove` takes it off)"
+    return f"its own weight step, {step!r}"
+
+
 def kernel_dtype(module: Any, attribute: str) -> tf.DType:
     """The dtype the kernel `attribute` of `module` computes in without a policy:
     the variable's, or its scales' when it holds int8 values (`Int8Kernel`)."""
