@@ -259,8 +259,10 @@ def main(args: argparse.Namespace) -> None:
     train_data, valid_data = data[:split], data[split:]
     vocab_size = len(chars)
     print(
-        f"text: {len(text)} characters of {', '.join(args.modules)} "
-        f"({vocab_size} distinct); {len(valid_data)} held out"
+        tools.wrap(
+            f"text: {len(text)} characters of {', '.join(args.modules)} "
+            f"({vocab_size} distinct); {len(valid_data)} held out"
+        )
     )
 
     model = CharLM(vocab_size, args)

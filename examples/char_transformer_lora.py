@@ -182,8 +182,10 @@ def main(args: argparse.Namespace) -> None:
     split = int(len(data) * 0.9)
     old_valid = ct.held_out_windows(data[split:], args.context)
     print(
-        f"pretraining text: {len(text)} characters of {', '.join(modules)} "
-        f"({len(chars)} distinct)"
+        tools.wrap(
+            f"pretraining text: {len(text)} characters of {', '.join(modules)} "
+            f"({len(chars)} distinct)"
+        )
     )
 
     model = ct.CharLM(len(chars), args)
@@ -208,9 +210,11 @@ def main(args: argparse.Namespace) -> None:
         prefix = os.path.join(args.out, "pretrained", "ckpt")
         path = tf.train.Checkpoint(model=model).save(prefix)
         print(
-            f"pretrained {args.pretrain_steps} steps in "
-            f"{time.perf_counter() - start:.1f}s; saved to {path} "
-            f"(--checkpoint {os.path.dirname(path)} skips pretraining)"
+            tools.wrap(
+                f"pretrained {args.pretrain_steps} steps in "
+                f"{time.perf_counter() - start:.1f}s; saved to {path} "
+                f"(--checkpoint {os.path.dirname(path)} skips pretraining)"
+            )
         )
 
     # The new text, in the pretrained vocabulary: characters it lacks are
@@ -223,9 +227,11 @@ def main(args: argparse.Namespace) -> None:
     new_train = new_data[:new_split]
     new_valid = ct.held_out_windows(new_data[new_split:], args.context)
     print(
-        f"new text: {len(kept)} characters of {', '.join(args.new_modules)} "
-        f"({len(new_text) - len(kept)} outside the vocabulary dropped); "
-        f"{len(new_data) - new_split} held out"
+        tools.wrap(
+            f"new text: {len(kept)} characters of {', '.join(args.new_modules)} "
+            f"({len(new_text) - len(kept)} outside the vocabulary dropped); "
+            f"{len(new_data) - new_split} held out"
+        )
     )
     pretrained_loss = ct.evaluate(model, new_valid)
     own_loss = ct.evaluate(model, old_valid)
@@ -294,8 +300,11 @@ def main(args: argparse.Namespace) -> None:
     merged_loss = ct.evaluate(model, new_valid)
     print(
         f"merged (snt.lora.merge): held-out loss {merged_loss:.3f} nats/char "
-        f"(|difference| {abs(merged_loss - tuned_loss):.1e}); on the pretraining "
-        f"text {ct.evaluate(model, old_valid):.3f} (pretrained: {own_loss:.3f})"
+        f"(|difference| {abs(merged_loss - tuned_loss):.1e})"
+    )
+    print(
+        f"  on the pretraining text: {ct.evaluate(model, old_valid):.3f} "
+        f"(pretrained: {own_loss:.3f})"
     )
     index = {c: i for i, c in enumerate(chars)}
     prompt = np.array([[index.get(c, 0) for c in args.prompt]], dtype=np.int32)
@@ -313,8 +322,11 @@ def main(args: argparse.Namespace) -> None:
     snt.lora.restore(model, adapters_path)
     restored_loss = ct.evaluate(model, new_valid)
     print(
-        f"snt.lora.remove: held-out loss {removed_loss:.3f} (pretrained: "
-        f"{pretrained_loss:.3f}); snt.lora.restore: {restored_loss:.3f} "
+        f"snt.lora.remove: held-out loss {removed_loss:.3f} "
+        f"(pretrained: {pretrained_loss:.3f})"
+    )
+    print(
+        f"snt.lora.restore: held-out loss {restored_loss:.3f} "
         f"(fine-tuned: {tuned_loss:.3f})"
     )
     writer.flush()

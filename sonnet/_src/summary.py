@@ -136,8 +136,9 @@ class Summary:
         its caller, named by its last path segment), the `Non-trainable`
         header takes two lines, then long class names and outputs are
         wrapped onto more lines (at spaces, `/`, `_`, commas and inside
-        CamelCase names), widest column first. Numbers are never wrapped, so
-        a very narrow width may still be exceeded.
+        CamelCase names), each step narrowing the column that adds the
+        fewest lines, and the module paths last. Numbers are never wrapped,
+        so a very narrow width may still be exceeded.
 
         Args:
           depth: Show only calls nested at most this deep (0: the outermost
@@ -153,8 +154,16 @@ class Summary:
           The table as a string.
 
         >>> result = snt.summary(snt.nets.MLP([16, 10]), tf.TensorSpec([8, 32]))
-        >>> print(result.format(width=60).splitlines()[3])
-          linear_0  Linear   f32[8,16]        528                0
+        >>> print(result.format(width=76))
+        Module      Class    Outputs      Trainable         Non-    Bytes    FLOPs
+                                                       trainable
+        ----------  -------  ---------  -----------  -----------  -------  -------
+        mlp         MLP      f32[8,10]          698            0    2,792   11,088
+          linear_0  Linear   f32[8,16]          528            0    2,112    8,320
+          linear_1  Linear   f32[8,10]          170            0      680    2,640
+        Total                                   698            0    2,792   11,088
+        698 trainable and 0 non-trainable parameters (2.7 KiB), 11.1 kFLOPs per call
+        (a multiply-add is 2 FLOPs).
         """
         if depth is not None:
             depth = checks.integer("depth", depth, minimum=0)
@@ -251,7 +260,8 @@ def summary(module: Callable[..., Any], *args: Any, **kwargs: Any) -> Summary:
 
     Returns:
       A `Summary`: `rows` (one `SummaryRow` per call), the totals, and the
-      table as `str(result)` or `result.format(depth=..., tablefmt=...)`.
+      table as `str(result)` (fitted to the terminal's width, or 100
+      characters) or `result.format(depth=..., tablefmt=..., width=...)`.
 
     Raises:
       TypeError: if `module` is not callable (or is a class).
@@ -652,15 +662,20 @@ def _fit(
     other = _widest(table) - sum(widths)  # The other columns and the rules.
     while other + sum(widths) > width:
         best = None
-        for i in (2, 1) if widths[1:] != _floors(cells) else (0,):
-            narrowed = _narrower(cells, i, widths[i])
-            if narrowed < widths[i]:
-                trial = [*widths[:i], narrowed, *widths[i + 1 :]]
-                cost = (_height(cells, trial) - _height(cells, widths)) / (
-                    widths[i] - narrowed
-                )
-                if best is None or cost < best[0]:
-                    best = (cost, trial)
+        # Module paths are wrapped only if that makes the table fit.
+        paths = (0,) if other + sum(widths[1:]) + _floor(cells, 0) <= width else ()
+        for columns in ((2, 1), paths):
+            for i in columns:
+                narrowed = _narrower(cells, i, widths[i])
+                # Not below the header's width: that would add lines, not room.
+                if len(_HEADERS[i]) + 2 <= narrowed < widths[i]:
+                    trial = [*widths[:i], narrowed, *widths[i + 1 :]]
+                    added = _height(cells, trial) - _height(cells, widths)
+                    cost = added / (widths[i] - narrowed)
+                    if best is None or cost < best[0]:
+                        best = (cost, trial)
+            if best is not None:
+                break
         if best is None:
             break
         widths = best[1]
@@ -694,9 +709,9 @@ def _height(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> int:
     )
 
 
-def _floors(cells: Sequence[Sequence[str]]) -> list[int]:
-    """The narrowest the class and output columns can be wrapped."""
-    return [max(_widest(_wrap(c[i], 1)) for c in cells) for i in (1, 2)]
+def _floor(cells: Sequence[Sequence[str]], column: int) -> int:
+    """The narrowest `column` can be wrapped."""
+    return max(_widest(_wrap(c[column], 1)) for c in cells)
 
 
 def _wider(cells: Sequence[Sequence[str]], column: int, width: int) -> int:
