@@ -149,7 +149,7 @@ def test_changing_a_trained_model_warns_and_compile_makes_it_right():
     mlp = _mlp()
     model = _compile(_wrapped(mlp))
     _fit(model)
-    with pytest.warns(UserWarning, match=r"keras.Model.compile. again"):
+    with pytest.warns(UserWarning, match=r"`model.compile\(\)` for Keras"):
         adapters = snt.lora.add(mlp, rank=1)
     _compile(model)  # A new optimizer: Keras' refuses variables it lacks.
     base = [v for v in mlp.variables if "/lora/" not in v.name]

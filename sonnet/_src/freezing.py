@@ -62,11 +62,13 @@ def tree(module: tf.Module) -> tuple[tf.Module, ...]:
     return (module, *module.submodules)
 
 
-def mark(modules: Iterable[tf.Module], value: Any) -> None:
-    """Sets the freeze mark of each of `modules` to `value` (None: removes it)."""
+def mark(modules: Iterable[tf.Module], value: Any, warn: bool = True) -> None:
+    """Sets the freeze mark of each of `modules` to `value` (None: removes it);
+    `warn`: whether to warn about train steps traced before (`warn_if_traced`)."""
     global ACTIVE
     modules = tuple(modules)
-    warn_if_traced(modules)
+    if warn:
+        warn_if_traced(modules)
     for module in modules:
         if value is None:
             vars(module).pop(KEY, None)

@@ -635,6 +635,9 @@ def remove(module: Any, *, keep_merged: bool = False, safe_merge: bool = True) -
             if vars(m).get(freezing.KEY) == _FROZEN_BY_LORA
         ],
         None,
+        # The plain model is for inference or export: a step traced with the
+        # adapters trains nothing of it, so there is nothing to warn about.
+        warn=False,
     )
 
 
