@@ -49,10 +49,8 @@ from bench.harness import (
     Clock,
     Sampler,
     Samples,
-    WorkerError,
     fetch,
     interleave,
-    run_oneshot,
     self_timed,
     timed,
 )
@@ -203,25 +201,13 @@ def _remat_runner(
         device: str,
         repeats: int,
     ) -> dict[tuple[str, str], Samples]:
-        from bench.workloads.process import our_root
+        from bench.workloads.process import memory_sample, our_root
 
         results: dict[tuple[str, str], Samples] = {}
         for memory_row, step_row in zip(memory_rows, step_rows, strict=True):
             samples = results[memory_row, OURS] = Samples()
-            args = ["--memory", workload, step_row, "sonnet", "1"]
-            try:
-                answer = run_oneshot(
-                    sys.executable,
-                    args + (["--quick"] if quick else []),
-                    device,
-                    1800,
-                    pythonpath=our_root(),
-                )
-            except WorkerError as e:
-                samples.error = str(e)
-                continue
-            samples.wall.append(answer["rss_mib"])
-            samples.cpu.append(answer["rss_mib"])
+            args = (workload, step_row, "sonnet", 1, quick, device, our_root())
+            memory_sample(samples, sys.executable, *args, timeout=1800)
         build = get(workload).build
         assert build is not None
         samplers = {(row, OURS): s for row, s in build("sonnet", quick).items()}

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from bench.harness import Clock, Sampler, Samples, interleave, self_timed, timed
 from bench.workloads import KERAS, ORIGINAL, OURS, RAW, Results, Row, Target, Workload
+from bench.workloads.steps import raw_adam
 
 LEARNING_RATE = 0.01
 
@@ -129,35 +130,6 @@ def build_mlp_eager_step(impl: str, quick: bool) -> dict[str, Sampler]:
     return {"mlp_eager_step": timed(step)}
 
 
-def _raw_adam(params: list[tf.Variable], lr: float = 1e-3) -> Callable[..., None]:
-    """Adam by hand: moment variables and the fused kernel per parameter."""
-    beta1, beta2, epsilon = 0.9, 0.999, 1e-8
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    m = [tf.Variable(tf.zeros_like(p)) for p in params]
-    v = [tf.Variable(tf.zeros_like(p)) for p in params]
-
-    def apply(grads: list[tf.Tensor]) -> None:
-        t = tf.cast(step.assign_add(1), tf.float32)
-        beta1_power, beta2_power = tf.pow(beta1, t), tf.pow(beta2, t)
-        # Epsilon after bias correction (the paper's rule), as `snt` does.
-        fused_epsilon = epsilon * tf.sqrt(1 - beta2_power)
-        for p, g, mp, vp in zip(params, grads, m, v, strict=True):
-            tf.raw_ops.ResourceApplyAdam(
-                var=p.handle,
-                m=mp.handle,
-                v=vp.handle,
-                beta1_power=beta1_power,
-                beta2_power=beta2_power,
-                lr=lr,
-                beta1=beta1,
-                beta2=beta2,
-                epsilon=fused_epsilon,
-                grad=g,
-            )
-
-    return apply
-
-
 def adam_sizes(quick: bool) -> tuple[list[int], int]:
     """`mlp_adam_step`'s layer sizes and batch size."""
     return ([784, 64, 64, 10], 32) if quick else ([784, 1024, 1024, 10], 256)
@@ -176,7 +148,7 @@ def build_mlp_adam_step(impl: str, quick: bool) -> dict[str, Sampler]:
         def apply(grads: list[tf.Tensor]) -> None:
             optimizer.apply(grads, params)
     elif impl == "raw":
-        apply = _raw_adam(params)
+        apply = raw_adam(params)
     else:
         import keras
 
@@ -269,7 +241,7 @@ def _adam_apply(impl: str, params: list[tf.Variable]) -> Callable[..., None]:
         optimizer = snt.optimizers.Adam(1e-3)
         return lambda grads: optimizer.apply(grads, params)
     if impl == "raw":
-        return _raw_adam(params)
+        return raw_adam(params)
     import keras
 
     keras_optimizer = keras.optimizers.Adam(1e-3)

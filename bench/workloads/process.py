@@ -86,17 +86,38 @@ def run_memory(
             code_path = "sonnet" if impl in (OURS, ORIGINAL) else impl
             samples = results[row, impl] = Samples()
             for _ in range(repeats):
-                args = ["--memory", workload, sampler_row, code_path, str(steps)]
-                if quick:
-                    args.append("--quick")
-                try:
-                    answer = run_oneshot(python, args, device, 900, pythonpath=path)
-                except WorkerError as e:
-                    samples.error = str(e)
+                args = (workload, sampler_row, code_path, steps)
+                if not memory_sample(samples, python, *args, quick, device, path):
                     break
-                samples.wall.append(answer["rss_mib"])
-                samples.cpu.append(answer["rss_mib"])
     return results
+
+
+def memory_sample(
+    samples: Samples,
+    python: str,
+    workload: str,
+    row: str,
+    code_path: str,
+    steps: int,
+    quick: bool,
+    device: str,
+    pythonpath: str | None,
+    timeout: int = 900,
+) -> bool:
+    """Adds one peak-RSS sample (MiB) to `samples`: a fresh process builds
+    `row`'s model of `workload` and runs `steps` steps (`_worker --memory`).
+    False (and `samples.error` set) if the process failed."""
+    args = ["--memory", workload, row, code_path, str(steps)]
+    if quick:
+        args.append("--quick")
+    try:
+        answer = run_oneshot(python, args, device, timeout, pythonpath=pythonpath)
+    except WorkerError as e:
+        samples.error = str(e)
+        return False
+    samples.wall.append(answer["rss_mib"])
+    samples.cpu.append(answer["rss_mib"])
+    return True
 
 
 WORKLOADS = {

@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from bench.harness import Sampler, timed
 from bench.workloads import KERAS, OURS, RAW, Row, Target, Workload
+from bench.workloads.steps import raw_adam
 
 LEARNING_RATE = 1e-3
 WEIGHT_DECAY = 0.01
@@ -170,35 +171,6 @@ class RawTransformer:
         return _layer_norm(x, *self.final_norm)
 
 
-def _raw_adamw(params: list[tf.Variable]) -> Callable[[list[tf.Tensor]], None]:
-    """AdamW by hand: decoupled decay, then the fused Adam kernel."""
-    beta1, beta2, epsilon = 0.9, 0.999, 1e-8
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    m = [tf.Variable(tf.zeros_like(p)) for p in params]
-    v = [tf.Variable(tf.zeros_like(p)) for p in params]
-
-    def apply(grads: list[tf.Tensor]) -> None:
-        t = tf.cast(step.assign_add(1), tf.float32)
-        beta1_power, beta2_power = tf.pow(beta1, t), tf.pow(beta2, t)
-        fused_epsilon = epsilon * tf.sqrt(1 - beta2_power)
-        for p, g, mp, vp in zip(params, grads, m, v, strict=True):
-            p.assign_sub(LEARNING_RATE * WEIGHT_DECAY * p)
-            tf.raw_ops.ResourceApplyAdam(
-                var=p.handle,
-                m=mp.handle,
-                v=vp.handle,
-                beta1_power=beta1_power,
-                beta2_power=beta2_power,
-                lr=LEARNING_RATE,
-                beta1=beta1,
-                beta2=beta2,
-                epsilon=fused_epsilon,
-                grad=g,
-            )
-
-    return apply
-
-
 # ---------------------------------------------------------------------------
 # Keras 3.
 
@@ -269,7 +241,7 @@ def build_transformer_step(impl: str, quick: bool) -> dict[str, Sampler]:
     elif impl == "raw":
         raw = RawTransformer(config)
         forward, params = raw, raw.params
-        apply = _raw_adamw(params)
+        apply = raw_adam(params, LEARNING_RATE, WEIGHT_DECAY)
     else:
         import keras
 
