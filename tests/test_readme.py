@@ -58,6 +58,7 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "replica(s), loss",
         "Keras trains the MLP's own w: True",
         "(2, 10, 64)\n(1, 3, 100)\n(1, 5)",
+        "6 transformer/stack/block/attention/key\n[[4, 16, 2], [4, 2, 16]]",
         "['head/b:0', 'head/w:0']",
         "12 adapters, 4,608 of 30,080 parameters trainable",
         "LoRA loss goes down: True",
