@@ -1040,6 +1040,7 @@ class LayerStack(base.Module):
                 name=variable.name,
             )
             proxy.tensor_value = proxy.initial_tensor_value = None
+            proxy.on_write = functools.partial(_refuse_update, _path_text(path))
             added.append(_Slot(owner, attribute, variable, proxy))
         # Kept slots keep their order; new ones follow, in `variables` order.
         slots = [slot for key, slot in old.items() if key in kept] + added
