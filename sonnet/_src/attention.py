@@ -19,6 +19,7 @@ import tensorflow as tf
 from sonnet._src import (
     base,
     checks,
+    chunked_attention,
     errors,
     linear,
     once,
@@ -49,6 +50,10 @@ _GQA_EQUATIONS = ("btngk,bsnk->bngts", "bngts,bsnv->btngv")
 
 # Causal masks of eager calls are cached per (T, S, device) up to this size.
 _MAX_CACHED_MASK = 1 << 20
+# With `chunked=None`, calls with more than this many query-key pairs
+# (T * S, e.g. above 2048 x 2048) attend chunk by chunk: a float32 `[B, 8,
+# 2048, 2048]` logits tensor is 128 MiB, and the backward pass keeps several.
+_AUTO_CHUNK_PAIRS = 1 << 22
 
 
 class AttentionCache(NamedTuple):
@@ -195,7 +200,23 @@ class MultiHeadAttention(base.Module):
         `j > i - window` (with `causal` or a cache, as in Mistral: itself and
         the `window - 1` positions before), or without them keys with
         `|i - j| < window`. Positions count from the cache's start when
-        decoding. Default None: no window.
+        decoding. With a window, `initial_cache` makes a ring buffer of
+        `min(max_length, window)` slots (position `p` in slot
+        `p % window`), so decoding memory is bounded by the window. Default
+        None: no window.
+      chunked: Whether to attend chunk by chunk (memory-efficient attention:
+        an online softmax over key chunks per query block, never holding
+        the `[B, heads, T, S]` logits; memory linear in `T`, gradients
+        recomputed per block). Default None: chunked when `T * S` exceeds
+        2**22 (e.g. above 2048 x 2048 self-attention) and the lengths are
+        static, dense otherwise; True: always; False: never. The choice is
+        made once per call from static shapes. Outputs and gradients equal
+        the dense path's to float32 rounding. There is no attention
+        dropout in either path.
+      chunk_size: Queries per block and keys per chunk of the chunked path,
+        a positive int; default 512 (a `[512, 512]` float32 block per head
+        is 1 MiB: large enough for efficient matmuls, small enough for the
+        cache).
       name: Module name (default `multi_head_attention`).
 
     Shapes:
@@ -248,6 +269,8 @@ class MultiHeadAttention(base.Module):
         qk_norm: bool = False,
         qk_norm_eps: float = 1e-6,
         window: int | None = None,
+        chunked: bool | None = None,
+        chunk_size: int = 512,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -299,6 +322,8 @@ class MultiHeadAttention(base.Module):
         if self.qk_norm_eps < 0:
             raise errors.bad_value("qk_norm_eps", "must not be negative", qk_norm_eps)
         self.window = checks.optional_size("window", window)
+        self.chunked = None if chunked is None else checks.flag("chunked", chunked)
+        self.chunk_size = checks.size("chunk_size", chunk_size)
         if self.rotary and self.key_size % 2:
             raise errors.bad_value(
                 "key_size",
@@ -351,19 +376,28 @@ class MultiHeadAttention(base.Module):
         Args:
           batch_size: Batch size `B`, an int or a scalar integer tensor (e.g.
             `tf.shape(x)[0]`).
-          max_length: Number of positions the cache holds, a positive int;
-            calls that would write past it raise.
+          max_length: Number of positions to decode, a positive int; calls
+            that would write past it raise. With a `window`, the cache is a
+            ring of `min(max_length, window)` slots: position `p` goes to
+            slot `p % window`, and it never overflows.
           dtype: Dtype of the cached keys and values: that of the inputs the
             module is (or will be) called with. Default None means float32,
             or under a `snt.precision` policy its compute dtype.
 
         Returns:
-          An `snt.AttentionCache` with `key` `[B, max_length, num_kv_heads,
-          key_size]`, `value` `[B, max_length, num_kv_heads, value_size]` and
-          `index` 0 (int32).
+          An `snt.AttentionCache` with `key` `[B, L, num_kv_heads,
+          key_size]`, `value` `[B, L, num_kv_heads, value_size]` and
+          `index` 0 (int32), where `L` is `max_length`, or with a `window`
+          `min(max_length, window)`.
+
+        >>> local = snt.MultiHeadAttention(num_heads=2, key_size=4, window=3)
+        >>> local.initial_cache(batch_size=1, max_length=100).key.shape
+        TensorShape([1, 3, 2, 4])
         """
         batch = checks.tensor_size("batch_size", batch_size)
         length = checks.size("max_length", max_length)
+        if self.window is not None:
+            length = min(length, self.window)
         if dtype is None:
             dtype = precision.compute_dtype(self) or tf.float32
         dtype = checks.dtype("dtype", dtype, floating=True)
@@ -399,6 +433,7 @@ class MultiHeadAttention(base.Module):
         *,
         causal: bool = False,
         cache: AttentionCache | None = None,
+        mask_fn: chunked_attention.MaskFn | None = None,
     ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
         """Attends from `query` to `key`/`value` (default: self-attention).
 
@@ -418,6 +453,17 @@ class MultiHeadAttention(base.Module):
           cache: Optional `snt.AttentionCache` (self-attention only): the
             call's keys and values are written at `[index, index + T)` and
             queries attend over positions `< index + T`, causally.
+          mask_fn: Optional mask on positions, combined with the others:
+            `mask_fn(query_positions, key_positions)` gets int32 tensors
+            `[Tq, 1]` and `[1, Sk]` (positions: `0 .. T - 1` and
+            `0 .. S - 1`, offset by the cache's `index` for queries and
+            keys when decoding) and returns booleans broadcastable to
+            `[Tq, Sk]`, True where attention is allowed. It is built from
+            TF ops on its arguments (and tensors it closes over, e.g.
+            document ids): prefix-LM is `lambda q, k: (k <= q) | (k <
+            prefix)`, block-causal documents `lambda q, k: (k <= q) &
+            (tf.gather(ids, q) == tf.gather(ids, k))`. The chunked path
+            calls it per block, never for the whole `[T, S]`.
 
         Returns:
           `[B, T, model_size]` outputs in the dtype of `query`; with a cache,
@@ -433,14 +479,15 @@ class MultiHeadAttention(base.Module):
             `value`, or a call that would overflow the cache (eagerly; in a
             graph a `tf.debugging` assertion fails, and under XLA positions
             past the end are dropped).
-          TypeError: for inputs of another dtype than the first call's, or a
-            non-boolean mask.
+          TypeError: for inputs of another dtype than the first call's, a
+            non-boolean mask, or a `mask_fn` that is not a callable of two
+            arguments returning a boolean tensor.
         """
         # The name scope only names traced ops: eager calls skip it.
         if tf.executing_eagerly():
-            return self._attend(query, key, value, mask, causal, cache)
+            return self._attend(query, key, value, mask, causal, cache, mask_fn)
         with self.name_scope:
-            return self._attend(query, key, value, mask, causal, cache)
+            return self._attend(query, key, value, mask, causal, cache, mask_fn)
 
     @base.no_name_scope
     def _attend(
@@ -451,6 +498,7 @@ class MultiHeadAttention(base.Module):
         mask: Any,
         causal: Any,
         cache: Any,
+        mask_fn: Any = None,
     ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
         """The one call path: inputs, checks, build, projections, attention."""
         policy = self._precision
@@ -458,6 +506,8 @@ class MultiHeadAttention(base.Module):
         dtype, causal, cached, user_mask = self._check_call(
             query, key, value, mask, causal, cache, policy
         )
+        if mask_fn is not None:
+            mask_fn = chunked_attention.check_mask_fn(mask_fn)
         if self._dtype is None:
             self._initialize(query, key, value)
 
@@ -477,12 +527,36 @@ class MultiHeadAttention(base.Module):
         if self.rotary:
             q, k = self._rotate(q, k, positions, time, k_time)
         q = _MUL(x=q, y=self._scale)
+        key_positions: Any = None
         if cached is not None:
-            k, v = _write(cached[0], cached[1], k, v, positions, batch, time)
-        attend = _allowed(
-            time, k_time, cached, positions, causal, user_mask, q, self.window
-        )
-        heads = self._weighted_values(q, k, v, attend, dtype, policy, cached is None)
+            if cached[4]:  # A ring: attend over the old slots and the new keys.
+                key_positions = tf.concat(
+                    [_ring_positions(cached[2], cached[3]), positions], 0
+                )
+                new_k, new_v = _ring_write(cached, k, v, positions, batch, time)
+                k = tf.concat([cached[0], k], 1)
+                v = tf.concat([cached[1], v], 1)
+            else:
+                k, v = _write(cached[0], cached[1], k, v, positions, batch, time)
+                new_k, new_v = k, v
+        chunk = self._chunk(time, k.shape[1])
+        if chunk is None and mask_fn is None and (cached is None or not cached[4]):
+            attend = _allowed(
+                time, k_time, cached, positions, causal, user_mask, q, self.window
+            )
+            heads = self._weighted_values(
+                q, k, v, attend, dtype, policy, cached is None
+            )
+        else:
+            spec = self._mask(
+                time, k, cached, positions, key_positions, causal, user_mask, mask_fn
+            )
+            # Blocks outside the causal band may be skipped where every query
+            # sees its own position: with a cache, or causal self-attention.
+            skip = cached is not None or (
+                causal and isinstance(time, int) and time == k.shape[1]
+            )
+            heads = self._positional(q, k, v, spec, chunk, dtype, policy, skip)
 
         model_size = self.output.output_size
         outputs = _project(self.output, heads, (batch, time, model_size), cast)
@@ -490,7 +564,7 @@ class MultiHeadAttention(base.Module):
             outputs = precision.cast_outputs(policy, outputs)
         if cached is None:
             return outputs
-        return outputs, AttentionCache(k, v, cached[2] + time)
+        return outputs, AttentionCache(new_k, new_v, cached[2] + time)
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _check_call(
@@ -502,7 +576,7 @@ class MultiHeadAttention(base.Module):
         causal: Any,
         cache: Any,
         policy: Any,
-    ) -> tuple[tf.DType, bool, tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any] | None, Any]:
+    ) -> tuple[tf.DType, bool, tuple[Any, ...] | None, Any]:
         """The call's dtype, `causal` flag, checked cache parts and mask.
 
         Everything is checked before the first call builds the module, so
@@ -528,8 +602,89 @@ class MultiHeadAttention(base.Module):
         user_mask = None
         if mask is not None:
             length = None if cached is None else cached[3]
+            if cached is not None and cached[4]:
+                # Ring slots are not positions: only masks along queries.
+                length = 1
             user_mask = self._check_mask(mask, query, key, length)
         return dtype, causal, cached, user_mask
+
+    def _chunk(self, time: Any, key_time: Any) -> int | None:
+        """The chunk size if this call attends chunk by chunk, else None."""
+        if self.chunked is None:
+            if (
+                type(time) is int
+                and type(key_time) is int
+                and time > 1
+                and time * key_time > _AUTO_CHUNK_PAIRS
+            ):
+                return self.chunk_size
+            return None
+        return self.chunk_size if self.chunked else None
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _mask(
+        self,
+        time: Any,
+        k: tf.Tensor,
+        cached: tuple[Any, ...] | None,
+        positions: Any,
+        key_positions: Any,
+        causal: bool,
+        user_mask: tf.Tensor | None,
+        mask_fn: Any,
+    ) -> chunked_attention.Mask:
+        """What the call may attend to, as rules on positions."""
+        key_time = _dims(k, 2)[1]
+        if positions is None:
+            positions = tf.range(time)
+        if key_positions is None:
+            key_positions = tf.range(key_time)
+        if user_mask is not None and self._groups == 1 and user_mask.shape.rank > 2:
+            # Logits here are `[B, num_kv_heads, groups, T, S]`.
+            user_mask = tf.expand_dims(user_mask, -3)
+        return chunked_attention.Mask(
+            query_positions=positions,
+            key_positions=key_positions,
+            causal=causal or cached is not None,
+            window=self.window,
+            mask_fn=mask_fn,
+            tensor=user_mask,
+            empty_slots=cached is not None and cached[4],
+        )
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _positional(
+        self,
+        q: tf.Tensor,
+        k: tf.Tensor,
+        v: tf.Tensor,
+        spec: chunked_attention.Mask,
+        chunk: int | None,
+        dtype: tf.DType,
+        policy: Any,
+        skip: bool,
+    ) -> tf.Tensor:
+        """The heads for a `Mask`: chunk by chunk, or dense with its mask."""
+        softmax_dtype = self._softmax_dtype
+        if policy is not None:
+            softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
+        if chunk is None:
+            attend = chunked_attention.positional(
+                spec, spec.query_positions, spec.key_positions
+            )
+            if spec.tensor is not None:
+                tensor = spec.tensor
+                if self._groups == 1 and tensor.shape.rank > 2:
+                    tensor = tf.squeeze(tensor, -3)
+                attend = tensor if attend is None else attend & tensor
+            return self._weighted_values(q, k, v, attend, dtype, policy, False)
+        shape = _dims(q, 2)
+        if self._groups == 1:
+            q = tf.expand_dims(q, 3)
+        heads = chunked_attention.attend(q, k, v, spec, chunk, softmax_dtype, skip)
+        if self._groups == 1:
+            return _reshape(heads, (*shape, self.num_heads, self.value_size))
+        return heads
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _weighted_values(
@@ -613,8 +768,9 @@ class MultiHeadAttention(base.Module):
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _check_cache(
         self, cache: Any, query: tf.Tensor, dtype: tf.DType
-    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any]:
-        """The cache's key, value, int32 index and length, checked."""
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any, bool]:
+        """The cache's key, value, int32 index and length, checked, and
+        whether it is a ring (a windowed module's cache of `window` slots)."""
         if not isinstance(cache, (tuple, list)) or len(cache) != 3:
             raise errors.bad_type(
                 "cache",
@@ -635,6 +791,8 @@ class MultiHeadAttention(base.Module):
         _check_same_dims("cache", value_cache, key_cache, 2)
         index = _cache_index(index)
         length = _dims(key_cache, 2)[1]
+        if isinstance(length, int) and length == self.window:
+            return key_cache, value_cache, index, length, True
         time = query.shape[1]
         known = tf.get_static_value(index)
         if known is not None and time is not None and not isinstance(length, tf.Tensor):
@@ -661,7 +819,7 @@ class MultiHeadAttention(base.Module):
                 ],
                 index,
             )
-        return key_cache, value_cache, index, length
+        return key_cache, value_cache, index, length, False
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _check_mask(
@@ -925,3 +1083,32 @@ def _write(
         tf.tensor_scatter_nd_update(key_cache, indices, keys),
         tf.tensor_scatter_nd_update(value_cache, indices, values),
     )
+
+
+def _ring_positions(index: tf.Tensor, slots: int) -> tf.Tensor:
+    """The positions held by a ring cache's slots with `index` positions
+    written: slot `s` holds the last `p < index` with `p % slots == s`
+    (negative: empty)."""
+    slot = tf.range(slots)
+    return slot + slots * tf.math.floordiv(index - 1 - slot, slots)
+
+
+def _ring_write(
+    cached: tuple[Any, ...],
+    keys: tf.Tensor,
+    values: tf.Tensor,
+    positions: tf.Tensor,
+    batch: Any,
+    time: Any,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A ring cache with the last `min(T, slots)` of `keys`/`values` written
+    at their positions modulo the slot count."""
+    key_cache, value_cache, _, slots, _ = cached
+    if isinstance(time, int) and time > slots:
+        keys, values = keys[:, -slots:], values[:, -slots:]
+        positions, time = positions[-slots:], slots
+    elif not isinstance(time, int):
+        kept = tf.minimum(time, slots)
+        keys, values = keys[:, time - kept :], values[:, time - kept :]
+        positions, time = positions[time - kept :], kept
+    return _write(key_cache, value_cache, keys, values, positions % slots, batch, time)

@@ -192,6 +192,27 @@ def _block_args(
     )
 
 
+def _window_pattern(window: Any, num_layers: int, stacked: bool) -> list[int | None]:
+    """Each layer's window: one for all, or a sequence cycled over them."""
+    if isinstance(window, (str, bytes)) or not isinstance(window, Sequence):
+        return [checks.optional_size("window", window)] * num_layers
+    if not window:
+        raise errors.bad_value(
+            "window", "must be an int, None or a non-empty sequence of them", window
+        )
+    pattern = [checks.optional_size("window", w) for w in window]
+    windows = [pattern[i % len(pattern)] for i in range(num_layers)]
+    if stacked and len(set(windows)) > 1:
+        raise errors.bad_value(
+            "window",
+            "must give every layer the same window with `stacked=True` (the "
+            "stacked blocks share one configuration; use `stacked=False` for a "
+            "per-layer pattern)",
+            window,
+        )
+    return windows
+
+
 def _block_options(**options: Any) -> dict[str, Any]:
     """The blocks' optional arguments that were given (not None), so that
     the blocks' reprs show only those."""
@@ -572,7 +593,12 @@ class Transformer(base.Module):
         False.
       window: Sliding-window attention: position `t` attends to positions
         `t - window < s <= t` (Mistral's `sliding_window`). Default None: all
-        earlier positions.
+        earlier positions. A sequence of windows (ints or None) is a
+        per-layer pattern cycled over the blocks: `[256, None]` makes blocks
+        0, 2, ... local and 1, 3, ... global (as Gemma 2). With
+        `stacked=True` the layers share one configuration, so a pattern
+        must give every layer the same window. Windowed blocks decode with
+        a ring cache of `min(max_length, window)` slots (`initial_cache`).
       rotary_scaling: Frequency scaling of the rotary embeddings (as
         `snt.apply_rotary_embedding`'s `scaling`, e.g. Llama 3.1's
         `{"rope_type": "llama3", ...}`); default None.
@@ -634,7 +660,7 @@ class Transformer(base.Module):
         mlp_bias: bool | None = None,
         attention_output_bias: bool | None = None,
         qk_norm: bool = False,
-        window: int | None = None,
+        window: int | None | Sequence[int | None] = None,
         rotary_scaling: dict[str, Any] | None = None,
         drop_path_rate: Any = 0.0,
         name: str | None = None,
@@ -651,6 +677,7 @@ class Transformer(base.Module):
                 "`stacked=False`)",
                 drop_path_rate,
             )
+        windows = _window_pattern(window, num_layers, stacked)
         args = _block_args(
             num_heads,
             model_size,
@@ -667,7 +694,7 @@ class Transformer(base.Module):
             mlp_bias,
             attention_output_bias,
             qk_norm,
-            window,
+            windows[0] if len(set(windows)) == 1 else None,
             rotary_scaling,
         )
         super().__init__(name=name)
@@ -716,9 +743,10 @@ class Transformer(base.Module):
             rates = drop_path_lib.linear_schedule(drop_path_rate, num_layers)
             self.blocks = [
                 make_block(
-                    name=f"block_{i}", **_block_options(drop_path_rate=r or None)
+                    name=f"block_{i}",
+                    **_block_options(drop_path_rate=r or None, window=w),
                 )
-                for i, r in enumerate(rates)
+                for i, (r, w) in enumerate(zip(rates, windows, strict=True))
             ]
             blocks = tuple(self.blocks)
         self.final_norm = _norm(args.norm, "final_norm", args.norm_eps)
