@@ -59,6 +59,7 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "Keras trains the MLP's own w: True",
         "(2, 10, 64)\n(1, 3, 100)\n(1, 5)",
         "6 transformer/stack/block/attention/key\n[[4, 16, 2], [4, 2, 16]]",
+        "[4, None, 4, None]\n[4, 12, 4, 12]",
         "['head/b:0', 'head/w:0']",
         "12 adapters, 4,608 of 30,080 parameters trainable",
         "LoRA loss goes down: True",
