@@ -319,3 +319,45 @@ def test_matmuls_sampler_computes_every_product() -> None:
     assert float(run()) == pytest.approx(expected, rel=1e-4)
     wall, cpu = utilisation.matmuls_sampler(products)(2)
     assert wall > 0 and cpu >= 0
+
+
+OPEN_WEIGHTS_WORKLOADS = ("hf_load", "generate_tokens", "prefill")
+
+
+def test_open_weights_rows_and_targets(tmp_path: Path) -> None:
+    # Issue 33's rows: ours against transformers and KerasHub (rows of their
+    # own, skipped with the reason where not installed), and the memory of a
+    # fresh process loading a checkpoint written by `snt.hf.save`.
+    out = tmp_path / "results.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only"]
+        + [",".join(OPEN_WEIGHTS_WORKLOADS), "--json", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["errors"] == {}
+    rows = {row["row"]: row["impls"]["ours"] for row in report["rows"]}
+    peers = ("transformers", "kerashub")
+    expected = ["hf_load", "hf_load_first_logits"]
+    expected += ["hf_load_transformers", "hf_load_first_logits_transformers"]
+    expected += ["hf_load_memory", "hf_load_rss"]
+    for batch in (1, 8):
+        row = f"generate_tokens_b{batch}"
+        expected += [row, f"{row}_xla", *(f"{row}_{peer}" for peer in peers)]
+    expected += ["prefill", *(f"prefill_{peer}" for peer in peers)]
+    assert sorted(rows) == sorted(expected)
+    for name, record in rows.items():
+        if name.endswith(peers) and record.get("skipped"):
+            assert "not installed (pip install" in record["skipped"], name
+        else:
+            assert record["median"] > 0, name
+    # (At the quick size the process's own growth outweighs the checkpoint.)
+    assert rows["hf_load_memory"]["median"] > 0
+    labels = {target["label"] for target in report["targets"]}
+    assert "hf_load_memory: ours <= 1.3" in labels
+    assert "prefill: ours/ours prefill_transformers <= 1" in labels

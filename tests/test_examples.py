@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import os
 import pickle
 import re
@@ -405,6 +406,29 @@ def test_char_transformer_lora(tmp_path):
     assert result.returncode == 1, result.stderr
     assert "does not fit the model" in result.stderr
     assert "give the --modules, --width, --layers and --heads" in result.stderr
+
+
+def test_open_weights(tmp_path):
+    stdout = run_example("open_weights.py", tmp_path)
+    assert "model_type 'llama'" in stdout
+    assert "read back with snt.hf.load: logits identical: True" in stdout
+    assert re.search(
+        r"transformers is not installed|transformers \S+ reads .*the same logits",
+        stdout,
+    )
+    assert "sampled text:\n" in stdout
+    match = re.search(r"held-out loss ([0-9.]+) nats/token \(before: ([0-9.]+)", stdout)
+    assert match and float(match.group(1)) < float(match.group(2)), stdout
+    assert "max |logits difference| 0.0e+00" in " ".join(stdout.split())
+    assert_quiet_progress(last_stderr, desc="pretraining")
+    assert_quiet_progress(last_stderr, desc="fine-tuning")
+    assert_fits(stdout)
+    out = tmp_path / "out"
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (out / "model" / name).is_file()
+    assert json.loads((out / "adapters" / "adapter_config.json").read_text())["r"] == 8
+    assert (out / "adapters" / "adapter_model.safetensors").is_file()
+    assert_png(out / "loss.png")
 
 
 def test_char_transformer_lora_help_answers_without_importing_tensorflow(tmp_path):

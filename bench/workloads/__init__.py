@@ -118,6 +118,11 @@ _MODULES = {
     "muon_step": "bench.workloads.toolkit",
     "ema_update": "bench.workloads.toolkit",
     "moe_step": "bench.workloads.moe",
+    "attention_long": "bench.workloads.long_attention",
+    "decode_window": "bench.workloads.long_attention",
+    "hf_load": "bench.workloads.open_weights",
+    "generate_tokens": "bench.workloads.open_weights",
+    "prefill": "bench.workloads.open_weights",
 }
 
 NAMES = tuple(_MODULES)

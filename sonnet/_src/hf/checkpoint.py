@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from sonnet._src import errors
+from sonnet._src import errors, initializers
 from sonnet._src import precision as precision_lib
 from sonnet._src.hf import config as config_lib
 from sonnet._src.hf import files, layout
@@ -76,20 +79,104 @@ def check_tensors(
     return names
 
 
-def assign(entry: layout.Entry, array: np.ndarray) -> None:
-    """Copies a checkpoint tensor into the entry's variables."""
+class LoadedWeights(initializers.Zeros):
+    """The `w_init` and `embed_init` of a model read by `snt.hf.load`.
+
+    Zeros, as `snt.initializers.Zeros`, except while `load` creates the
+    variables that it then overwrites from the files: there it gives
+    uninitialised memory, as no value it would compute is ever used (and
+    drawing random initial values for a large model takes longer than
+    reading its files).
+    """
+
+    def __call__(self, shape: Any, dtype: Any) -> tf.Tensor:
+        if getattr(_CREATING, "active", False):
+            shape = tf.constant([int(n) for n in shape], tf.int32)
+            return tf.raw_ops.Empty(shape=shape, dtype=tf.as_dtype(dtype))
+        return super().__call__(shape, dtype)
+
+
+# Whether this thread is in `load`'s variable creation.
+_CREATING = threading.local()
+
+
+@contextlib.contextmanager
+def _creating() -> Iterator[None]:
+    _CREATING.active = True
+    try:
+        yield
+    finally:
+        _CREATING.active = False
+
+
+def _tensor(array: np.ndarray) -> tf.Tensor:
+    """`array` as a tensor; a large one (aligned by `files.Reader`) without a
+    copy, through DLPack (`tf.convert_to_tensor` copies element by element,
+    several times slower than reading the file)."""
+    if array.nbytes < 2**16 or array.ctypes.data % files.ALIGNMENT:
+        return tf.convert_to_tensor(array)
+    if array.dtype == files.numpy_dtype("BF16"):  # DLPack has no NumPy bf16.
+        bits = tf.experimental.dlpack.from_dlpack(array.view(np.uint16).__dlpack__())
+        return tf.bitcast(bits, tf.bfloat16)
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
+def assign(entry: layout.Entry, array: np.ndarray, rows: slice | None = None) -> None:
+    """Copies a checkpoint tensor, or the block `tensor[rows]` of its rows,
+    into the entry's variables."""
     dtype = entry.parts[0].dtype
-    value = tf.convert_to_tensor(array)
+    value = _tensor(array)
     if entry.transpose:
         value = tf.transpose(value)
     if value.dtype != dtype:
         value = tf.cast(value, dtype)
-    if len(entry.parts) == 1:
+    if rows is None and len(entry.parts) == 1:
         entry.parts[0].assign(value)
         return
-    sizes = [layout.dims(v)[entry.axis] for v in entry.parts]
-    for variable, part in zip(entry.parts, tf.split(value, sizes, axis=entry.axis)):
-        variable.assign(part)
+    rank = value.shape.rank
+    # The file's first axis is our last one when the tensor is transposed.
+    row_axis = rank - 1 if entry.transpose else 0
+    begin = 0 if rows is None else rows.start
+    end = begin + int(value.shape.as_list()[row_axis] or 0)
+    low = 0  # Where each part starts along `entry.axis`.
+    for variable in entry.parts:
+        high = low + layout.dims(variable)[entry.axis]
+        source, target = [slice(None)] * rank, [slice(None)] * rank
+        if entry.axis == row_axis:  # The part's rows in this block, if any.
+            first, last = max(low, begin), min(high, end)
+            source[row_axis] = slice(first - begin, last - begin)
+            target[row_axis] = slice(first - low, last - low)
+        else:
+            first, last = begin, end
+            source[entry.axis] = slice(low, high)
+            target[row_axis] = slice(begin, end)
+        low = high
+        if first >= last:
+            continue
+        part = value[tuple(source)]
+        if part.shape == variable.shape:
+            variable.assign(part)
+            continue
+        # In place (`variable[target].assign(part)` would first read the
+        # slice, and the read's reference makes the update copy the whole
+        # variable).
+        shape = layout.dims(variable)
+        tf.raw_ops.ResourceStridedSliceAssign(
+            ref=variable.handle,
+            begin=[t.start or 0 for t in target],
+            end=[n if t.stop is None else t.stop for t, n in zip(target, shape)],
+            strides=[1] * rank,
+            value=part,
+        )
+
+
+# Tensors above `WHOLE_BYTES` are read and copied in blocks of rows of at
+# most `BLOCK_BYTES`, so that loading needs little memory beyond the model's
+# variables. A tensor read whole becomes its variable's buffer (an `assign`
+# shares it), with at most one copy (transposed or cast); a block is copied
+# into its rows of the variable.
+WHOLE_BYTES = 64 * 2**20
+BLOCK_BYTES = 8 * 2**20
 
 
 def load(path: Any, *, precision: Any = None) -> causal_lm_lib.CausalLM:
@@ -108,9 +195,12 @@ def load(path: Any, *, precision: Any = None) -> causal_lm_lib.CausalLM:
     Everything is checked before any weight is read: the config's options
     (an option that would change the maths and that we do not implement is
     an error, never a silently different model), every tensor's name, shape
-    and dtype, and the files' integrity. Tensors are then read and copied
-    into the variables one at a time, so that memory holds the model and one
-    tensor. float16 and bfloat16 checkpoints are read as float32 variables.
+    and dtype, and the files' integrity. The variables are then filled from
+    the files one tensor at a time (the largest ones in blocks of rows),
+    with plain file reads (no memory map), so that memory holds about one
+    copy of the model; no initial values are drawn (the model's `w_init`
+    and `embed_init` are `LoadedWeights()`, which give zeros when used
+    later). float16 and bfloat16 checkpoints are read as float32 variables.
 
     Args:
       path: The model directory.
@@ -149,18 +239,21 @@ def load(path: Any, *, precision: Any = None) -> causal_lm_lib.CausalLM:
     config = files.read_json(config_path)
     architecture = config_lib.from_config(config, str(config_path))
     reader = files.Reader(directory)
-    model = architecture.build()
-    if precision is not None:
-        precision_lib.apply(model, precision)
-    model(tf.zeros([1, 1], tf.int32))  # Creates the variables.
+    with _creating():
+        model = architecture.build(w_init=LoadedWeights())
+        if precision is not None:
+            precision_lib.apply(model, precision)
+        model(tf.zeros([1, 1], tf.int32))  # Creates the variables.
     found = layout.entries(model, architecture.layout)
     names = check_tensors(
         reader, found, layout.prefix(architecture.layout), architecture.tie_embeddings
     )
     by_key = {e.key: e for e in found}
     ours = {file_key: key for key, file_key in names.items()}
-    for file_key, array in reader.read(names[e.key] for e in found):
-        assign(by_key[ours[file_key]], array)
+    keys = (names[e.key] for e in found)
+    blocks = reader.read_rows(keys, WHOLE_BYTES, BLOCK_BYTES)
+    for file_key, rows, array in blocks:
+        assign(by_key[ours[file_key]], array, rows)
         del array
     _LOADED[model] = {
         **architecture.extra,

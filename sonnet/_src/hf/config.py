@@ -109,18 +109,31 @@ class Spec:
             kwargs["window"] = self.window
         return kwargs
 
-    def build(self) -> causal_lm_lib.CausalLM:
-        """A new, unbuilt `snt.nets.CausalLM` of this architecture."""
+    def build(self, w_init: Any = None) -> causal_lm_lib.CausalLM:
+        """A new, unbuilt `snt.nets.CausalLM` of this architecture.
+
+        `w_init`, if given, initialises every weight matrix and embedding
+        table (the Transformer's `w_init`, the model's `embed_init` and its
+        head's `w_init`); default None: the modules' defaults.
+        """
+        kwargs = self.transformer_kwargs()
+        if w_init is not None:
+            kwargs["w_init"] = w_init
         # Made in the model's scope: variables `causal_lm/transformer/...`.
         with tf.name_scope("causal_lm"):
-            transformer = transformer_lib.Transformer(**self.transformer_kwargs())
-        return causal_lm_lib.CausalLM(
+            transformer = transformer_lib.Transformer(**kwargs)
+        model = causal_lm_lib.CausalLM(
             self.vocab_size,
             transformer,
             max_positions=self.max_positions if self.learned_positions else None,
             tie_embeddings=self.tie_embeddings,
+            embed_init=w_init,
             name="causal_lm",
         )
+        if w_init is not None and not self.tie_embeddings:
+            # Read when the head is built (the model has no argument for it).
+            model.head.w_init = w_init
+        return model
 
 
 def _unsupported(path: str, option: str, expected: str, value: Any) -> ValueError:

@@ -5,7 +5,15 @@ A directory holds `model.safetensors`, or shards `model-0000i-of-0000n
 .safetensors` listed by `model.safetensors.index.json` (`weight_map`: tensor
 name -> file). `Reader` checks every header first (names, shapes, dtypes; a
 truncated file fails there), so a caller can validate everything before it
-changes anything, and then reads one tensor at a time.
+changes anything, and then reads one tensor, or one block of a tensor's rows,
+at a time.
+
+Tensors are read with plain file reads at the offsets the header gives, not
+through a memory map: the pages of a mapped file count in the process's
+resident memory until it is closed, so reading a model through one (as
+`safetensors.safe_open(...).get_tensor` does) holds the file and the
+model's variables at once, twice the model. With reads only the block in
+hand is extra.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -132,20 +141,106 @@ class Reader:
             )
 
     def read(self, keys: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
-        """`(key, array)` for `keys`, one at a time, each file opened once."""
+        """`(key, array)` for `keys`, one whole tensor at a time."""
+        for key, _, array in self.read_rows(keys, None):
+            yield key, array
+
+    def read_rows(
+        self, keys: Iterable[str], max_bytes: int | None, block_bytes: int = 0
+    ) -> Iterator[tuple[str, slice | None, np.ndarray]]:
+        """`(key, rows, array)` for `keys`, each file opened once.
+
+        A tensor of more than `max_bytes` (None: no limit) comes in blocks of
+        whole rows (along its first axis) of at most `block_bytes` (default
+        0: `max_bytes`; one row at least): `array` holds `tensor[rows]`. A
+        tensor read whole has `rows` None. Arrays are C-contiguous and
+        aligned to `ALIGNMENT` bytes.
+        """
         by_file: dict[str, list[str]] = {}
         for key in keys:
             by_file.setdefault(self.tensors[key][0], []).append(key)
         for name, names in by_file.items():
             path = self.directory / name
             try:
-                with self._safetensors.safe_open(str(path), framework="np") as f:
+                starts = _data_starts(path)
+                with open(path, "rb", buffering=0) as f:
                     for key in names:
-                        yield key, f.get_tensor(key)
-            except self._safetensors.SafetensorError as e:
+                        _, dtype, shape = self.tensors[key]
+                        size = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype]
+                        step = None
+                        if max_bytes is not None and size > max_bytes:
+                            step = block_bytes or max_bytes
+                        for rows, array in _blocks(
+                            f, starts[key], numpy_dtype(dtype), shape, step
+                        ):
+                            yield key, rows, array
+            except (OSError, ValueError, KeyError) as e:
                 raise errors.bad_value(
                     str(path), f"must be a readable safetensors file ({e})", name
                 ) from e
+
+
+# Alignment of the arrays `Reader` returns: TensorFlow's (Eigen's largest),
+# so that they can become tensors without a copy (`tf.experimental.dlpack`).
+ALIGNMENT = 64
+
+
+def aligned_empty(shape: list[int], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data is `ALIGNMENT`-aligned."""
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(size + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start : start + size].view(dtype).reshape(shape)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a safetensors dtype name (of `DTYPES`)."""
+    if name == "BF16":
+        import ml_dtypes  # Installed with TensorFlow.
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"F64": np.float64, "F32": np.float32, "F16": np.float16}[name])
+
+
+def _data_starts(path: pathlib.Path) -> dict[str, int]:
+    """Where each tensor's bytes start in a safetensors file (already checked
+    by `Reader`): after the 8-byte header size and the JSON header."""
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    return {
+        key: 8 + size + int(value["data_offsets"][0])
+        for key, value in header.items()
+        if key != "__metadata__"
+    }
+
+
+def _blocks(
+    f: Any, start: int, dtype: np.dtype, shape: list[int], block_bytes: int | None
+) -> Iterator[tuple[slice | None, np.ndarray]]:
+    """`(rows, array)` blocks of at most `block_bytes` (None: the whole
+    tensor) of the tensor at `start` in the open file `f`."""
+    count = shape[0] if shape else 1
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    step = count
+    if block_bytes is not None and shape:
+        step = max(1, block_bytes // max(row_bytes, 1))
+    for first in range(0, max(count, 1), max(step, 1)):
+        rows = min(step, count - first)
+        array = aligned_empty([rows, *shape[1:]] if shape else [], dtype)
+        f.seek(start + first * row_bytes)
+        _read_into(f, array.reshape(-1).view(np.uint8).data)
+        yield (None if step >= count else slice(first, first + rows)), array
+
+
+def _read_into(f: Any, buffer: memoryview) -> None:
+    """Fills `buffer` from `f` (a read returns at most about 2 GiB)."""
+    done = 0
+    while done < len(buffer):
+        count = f.readinto(buffer[done:])
+        if not count:
+            raise ValueError("the file ends inside a tensor")
+        done += count
 
 
 def shard_size(value: Any) -> int:
