@@ -63,7 +63,8 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "['config.json', 'model.safetensors']\nllama 2",
         "(32, 16) True",
         "(2, 6)\ngreedy = argmax of each prefix: True\nseeded: True",
-        "['adapter_config.json', 'adapter_model.safetensors']\nadapters read back: True",
+        "['adapter_config.json', 'adapter_model.safetensors']\n"
+        "adapters read back: True",
         "['head/b:0', 'head/w:0']",
         "12 adapters, 4,608 of 30,080 parameters trainable",
         "LoRA loss goes down: True",
