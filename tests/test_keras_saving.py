@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pickle
 import re
 
@@ -306,7 +307,15 @@ def test_readme_keras_section(tmp_path, monkeypatch, capsys):
     blocks = python_blocks(text[start:end])
     assert len(blocks) == 3
     monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": "readme", "np": np, "tf": tf, "snt": snt}
+    # What the tour's earlier blocks define: its temporary directory.
+    namespace = {
+        "__name__": "readme",
+        "np": np,
+        "tf": tf,
+        "snt": snt,
+        "os": os,
+        "workdir": str(tmp_path),
+    }
     shown = []
     for _, code in blocks:
         exec(compile(code, str(README), "exec"), namespace)

@@ -350,3 +350,15 @@ def test_replica_all_reduce_sum_declines_strategies_without_collectives():
     context = tf.distribute.get_replica_context()  # The default strategy's.
     assert context is not None
     assert tf_compat.replica_all_reduce_sum(context, [tf.ones([])]) is None
+
+
+def test_in_xla_trace_tells_compiled_traces():
+    seen = []
+
+    def f(x: tf.Tensor) -> tf.Tensor:
+        seen.append(tf_compat.in_xla_trace())
+        return x + 1
+
+    tf.function(f, jit_compile=True)(tf.ones([]))
+    tf.function(f)(tf.ones([]))
+    assert seen == [True, False]

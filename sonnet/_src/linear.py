@@ -19,6 +19,9 @@ from sonnet._src import (
     weights,
 )
 
+# An initializer: any callable `(shape, dtype) -> tensor` (`tensors.Initializer`).
+Initializer = tensors.Initializer
+
 # Raw kernels (`product(raw=True)`): the ops `tf.matmul` / `tf.nn.bias_add`
 # run for rank-2 tensors.
 _MAT_MUL = tf.raw_ops.MatMul
@@ -120,8 +123,8 @@ class Linear(base.Module):
         self,
         output_size: int,
         with_bias: bool = True,
-        w_init: tensors.Initializer | None = None,
-        b_init: tensors.Initializer | None = None,
+        w_init: Initializer | None = None,
+        b_init: Initializer | None = None,
         name: str | None = None,
     ):
         super().__init__(name=name)

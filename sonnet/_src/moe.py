@@ -48,6 +48,7 @@ from sonnet._src import (
     once,
     precision,
     tensors,
+    tf_compat,
     utils,
 )
 
@@ -72,17 +73,6 @@ def _choice(argument: str, value: Any, options: tuple[str, ...]) -> str:
     if value not in options:
         raise errors.bad_value(argument, expected, value)
     return value
-
-
-def _in_xla() -> bool:
-    """Whether the graph being traced is compiled by XLA (`jit_compile=True`,
-    which traces inside an XLA control-flow context)."""
-    from tensorflow.python.ops import (  # pyright: ignore[reportMissingImports]
-        control_flow_util,
-    )
-
-    graph = tf.compat.v1.get_default_graph()
-    return control_flow_util.GraphOrParentsInXlaContext(graph)
 
 
 class Routing(NamedTuple):
@@ -493,7 +483,7 @@ class MixtureOfExperts(base.Module):
         self, rows: tf.Tensor, routing: Routing, gates: tf.Tensor, dtype: Any
     ) -> tf.Tensor:
         """The routed part without capacity: one group per expert (docstring)."""
-        if _in_xla():
+        if tf_compat.in_xla_trace():
             raise errors.bad_value("capacity_factor", _NO_XLA, None)
         num_experts, top_k = self.num_experts, self.top_k
         assigned = tf.reshape(routing.experts, [-1])  # Token-major.

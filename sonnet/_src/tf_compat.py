@@ -53,6 +53,11 @@ tracing. `replica_all_reduce_sum` runs the strategy's own collective
 all-reduce there (its `_collective_ops._all_reduce`, what `MirroredStrategy`
 itself uses for XLA), which needs no synchronisation point.
 
+`snt.MixtureOfExperts` refuses its dropless (dynamic-shape) dispatch while a
+function is traced for XLA (`jit_compile=True`), where it cannot compile:
+whether the graph being traced is compiled by XLA has no public API
+(`in_xla_trace`, TensorFlow's `control_flow_util.GraphOrParentsInXlaContext`).
+
 Whether TensorFlow runs its oneDNN CPU kernels (`onednn_enabled`) has no
 public API either: TensorFlow turns them on by default only on CPUs with
 AVX-512-VNNI, AVX-512-BF16, AVX-VNNI or AMX (and `TF_ENABLE_ONEDNN_OPTS`
@@ -380,3 +385,14 @@ def replica_all_reduce_sum(
             tf.distribute.experimental.CommunicationOptions(),
         )
     )
+
+
+def in_xla_trace() -> bool:
+    """Whether the graph being traced is compiled by XLA (`jit_compile=True`,
+    which traces inside an XLA control-flow context)."""
+    from tensorflow.python.ops import (  # pyright: ignore[reportMissingImports]
+        control_flow_util,
+    )
+
+    graph = tf.compat.v1.get_default_graph()
+    return control_flow_util.GraphOrParentsInXlaContext(graph)

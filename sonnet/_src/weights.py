@@ -111,7 +111,7 @@ class Int8Kernel:
 def describe_step(step: Any) -> str:
     """What a layer's own weight step is (set on the instance), for errors.
 
-    >>> from sonnet._src.weights import describe_step
+    >>> from sonnet._src.weights import Int8Kernel, describe_step
     >>> describe_step(Int8Kernel("w"))
     'int8 weights (`snt.int8.quantize`)'
     """

@@ -298,6 +298,16 @@ def save(
         `dtype`.
       TypeError: if `model` is not an `snt.nets.CausalLM`.
       ImportError: if `safetensors` is not installed.
+
+    >>> import tempfile
+    >>> lm = snt.nets.CausalLM(16, snt.nets.Transformer(
+    ...     num_layers=1, num_heads=2, model_size=8, mlp_hidden_size=16,
+    ...     activation="swiglu", norm="rms", causal=True, rotary=True,
+    ...     with_bias=False))
+    >>> tokens = tf.constant([[1, 2, 3]])
+    >>> logits = lm(tokens)  # Creates the variables.
+    >>> snt.hf.save(lm, tempfile.mkdtemp(), max_shard_size="1KB")[-1]
+    'model.safetensors.index.json'
     """
     architecture = config_lib.from_model(model, _LOADED.get(model))
     size = files.shard_size(max_shard_size)

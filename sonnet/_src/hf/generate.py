@@ -249,6 +249,15 @@ def load_tokenizer(path: Any) -> Any:
     Raises:
       ValueError: if there is no such file or it cannot be read.
       ImportError: if `tokenizers` is not installed.
+
+    >>> import os, tempfile
+    >>> from tokenizers import Tokenizer, models
+    >>> folder = tempfile.mkdtemp()
+    >>> vocab = {"[UNK]": 0, "hello": 1, "world": 2}
+    >>> model = models.WordLevel(vocab, unk_token="[UNK]")
+    >>> Tokenizer(model).save(os.path.join(folder, "tokenizer.json"))
+    >>> snt.hf.load_tokenizer(folder).get_vocab_size()
+    3
     """
     try:
         import tokenizers

@@ -89,6 +89,20 @@ def load_adapters(model: Any, path: Any) -> dict[str, Any]:
         its config's, with shapes that do not match the model, or for a model
         that already has adapters.
       ImportError: if `safetensors` is not installed.
+
+    >>> import tempfile
+    >>> lm = snt.nets.CausalLM(16, snt.nets.Transformer(
+    ...     num_layers=1, num_heads=2, model_size=8, mlp_hidden_size=16,
+    ...     activation="swiglu", norm="rms", causal=True, rotary=True,
+    ...     with_bias=False))
+    >>> tokens = tf.constant([[1, 2, 3]])
+    >>> logits = lm(tokens)  # Creates the variables.
+    >>> _ = snt.lora.add(lm, rank=2)
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = snt.hf.save_adapters(lm, folder)
+    >>> snt.lora.remove(lm)
+    >>> sorted(snt.hf.load_adapters(lm, folder))[0]
+    'causal_lm/head'
     """
     directory = checkpoint._directory(path)
     config = files.read_json(directory / CONFIG)
@@ -191,6 +205,17 @@ def save_adapters(model: Any, path: Any) -> list[str]:
         or alphas, merged adapters, or adapters on layers without a Hugging
         Face name (GPT-2's query, key and value).
       ImportError: if `safetensors` is not installed.
+
+    >>> import tempfile
+    >>> lm = snt.nets.CausalLM(16, snt.nets.Transformer(
+    ...     num_layers=1, num_heads=2, model_size=8, mlp_hidden_size=16,
+    ...     activation="swiglu", norm="rms", causal=True, rotary=True,
+    ...     with_bias=False))
+    >>> tokens = tf.constant([[1, 2, 3]])
+    >>> logits = lm(tokens)  # Creates the variables.
+    >>> _ = snt.lora.add(lm, rank=2)
+    >>> snt.hf.save_adapters(lm, tempfile.mkdtemp())
+    ['adapter_config.json', 'adapter_model.safetensors']
     """
     adapters = _existing(model)
     if not adapters:
