@@ -255,8 +255,10 @@ def make_offline_model(
     data = ct.encode(text, chars)
     split = int(len(data) * 0.9)
     print(
-        f"text: {len(text)} characters of {', '.join(modules)} "
-        f"({len(chars)} distinct); {len(data) - split} held out"
+        tools.wrap(
+            f"text: {len(text)} characters of {', '.join(modules)} "
+            f"({len(chars)} distinct); {len(data) - split} held out"
+        )
     )
     model = llama_model(len(chars), args)
     optimizer = ct.make_optimizer(args.pretrain_learning_rate, args.pretrain_steps)
