@@ -79,6 +79,9 @@ def test_spectral_norm_update_matches_numpy_power_iteration():
 
 @pytest.mark.parametrize("kind", sorted(LAYERS))
 def test_spectral_norm_converges_to_largest_singular_value(kind):
+    # Fixed weights: with random ones the two largest singular values can be
+    # close enough for 75 power iterations to fall short of 1e-4.
+    tf.random.set_seed(7)
     layer = LAYERS[kind]()
     step = next(iter(snt.spectral_norm.add(layer, seed=2).values()))
     for _ in range(60):

@@ -144,6 +144,8 @@ def test_lora_stacked_gradients_reach_only_adapters_and_match_unrolled(jit_compi
         return tape.gradient(loss, model.trainable_variables)
 
     traced = tf.function(lambda: gradients(stacked), jit_compile=jit_compile)
+    # XLA fuses and orders the float32 sums its own way.
+    rtol = 1e-3 if jit_compile else 1e-4
     expected = dict(
         zip([v.name for v in unrolled.trainable_variables], gradients(unrolled))
     )
@@ -153,7 +155,7 @@ def test_lora_stacked_gradients_reach_only_adapters_and_match_unrolled(jit_compi
             assert "/lora/" in v.name and g.shape == v.shape
             for i in range(3):
                 name = v.name.replace("stack/block", f"block_{i}")
-                np.testing.assert_allclose(g[i], expected[name], rtol=1e-4, atol=1e-5)
+                np.testing.assert_allclose(g[i], expected[name], rtol=rtol, atol=1e-5)
     # A training step moves the adapters only.
     frozen = {v.name: v.numpy() for v in stacked.variables if "/lora/" not in v.name}
     optimizer = snt.optimizers.SGD(0.1)
