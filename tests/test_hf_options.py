@@ -401,3 +401,90 @@ def test_causal_lm_call_errors():
         lm.initial_cache(1, 5)
     with pytest.raises(TypeError, match="`cache` must be the cache of"):
         lm(tf.constant([[1]]), cache=3)
+
+
+# The tied head and `logits_to_keep` (decoding speed).
+
+
+def _graph_ops(f, *args) -> set[str]:
+    graph = tf.function(f).get_concrete_function(*args).graph.as_graph_def()
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:  # Nested (while loop) bodies.
+        ops |= {node.op for node in function.node_def}
+    return ops
+
+
+def test_tied_head_reads_the_table_densely_once():
+    # A sparse read (ResourceGather) would make TensorFlow copy the whole
+    # table on every later dense read: the tied model gathers from its one
+    # dense read instead; an untied model's embedding stays a sparse read.
+    tokens = tf.constant([[1, 2, 3]])
+    tied = _lm(tie_embeddings=True)
+    ops = _graph_ops(lambda t: tied(t), tokens)
+    assert "ResourceGather" not in ops and "GatherV2" in ops
+    untied = _lm()
+    assert "ResourceGather" in _graph_ops(lambda t: untied(t), tokens)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`inputs` must contain"):
+        tied(tf.constant([[11]]))
+
+
+def test_tied_head_gradients_match_a_sparse_lookup():
+    tied = _lm(tie_embeddings=True)
+    tokens = tf.constant([[1, 2, 3, 2]])
+    table = tied.embed.embeddings
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tied(tokens) ** 2)
+    grad = tape.gradient(loss, table)
+    with tf.GradientTape() as tape:
+        h = tied.transformer(tf.nn.embedding_lookup(table, tokens))
+        expected_loss = tf.reduce_sum(tf.matmul(h, table, transpose_b=True) ** 2)
+    expected = tf.convert_to_tensor(tape.gradient(expected_loss, table))
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-6)
+    np.testing.assert_allclose(
+        tf.convert_to_tensor(grad), expected, rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("rows", [1, 3, 600, None])
+def test_tied_logits_match_numpy(rows):
+    from sonnet._src.nets.causal_lm import tied_logits
+
+    table = _data(13, 8, seed=1)
+    h = _data(rows or 5, 8, seed=2)
+    if rows is None:  # Rows not known statically: the plain product.
+        f = tf.function(
+            tied_logits,
+            input_signature=[tf.TensorSpec([None, 8]), tf.TensorSpec([13, 8])],
+        )
+        actual = f(h, table)
+    else:
+        actual = tied_logits(tf.constant(h), tf.constant(table))
+    np.testing.assert_allclose(actual, h @ table.T, rtol=1e-5, atol=1e-5)
+
+
+def test_logits_to_keep():
+    lm = _lm(tie_embeddings=True)
+    tokens = tf.constant([[1, 2, 3, 4], [4, 3, 2, 1]])
+    full = lm(tokens)
+    np.testing.assert_allclose(lm(tokens, logits_to_keep=1), full[:, -1:], atol=1e-6)
+    np.testing.assert_allclose(lm(tokens, logits_to_keep=np.int64(4)), full, atol=1e-6)
+    cache = lm.initial_cache(2, 6)
+    last, cache = lm(tokens[:, :3], cache=cache, logits_to_keep=2)
+    np.testing.assert_allclose(last, full[:, 1:3], atol=1e-5)
+    step, _ = lm(tokens[:, 3:], cache=cache, logits_to_keep=1)
+    np.testing.assert_allclose(step, full[:, 3:], atol=1e-5)
+    f = tf.function(lambda t: lm(t, logits_to_keep=2))
+    np.testing.assert_allclose(f(tokens), full[:, 2:], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "keep,error,message",
+    [
+        (0, ValueError, "`logits_to_keep` must be"),
+        (5, ValueError, "`logits_to_keep` must be at most the number of positions"),
+        (1.5, TypeError, "`logits_to_keep`"),
+    ],
+)
+def test_logits_to_keep_errors(keep, error, message):
+    with pytest.raises(error, match=message):
+        _lm()(tf.constant([[1, 2, 3, 4]]), logits_to_keep=keep)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import tensorflow as tf
@@ -69,6 +69,13 @@ class Embed(base.Module):
       trainable: Whether the table is trainable (default True).
       dtype: Dtype of the table (default `tf.float32`).
       name: Module name (default `embed`).
+
+    A lookup reads the rows it needs from the variable (a sparse read).
+    TensorFlow then copies the whole table on every later dense read of it
+    (its "copy on read" mode, which sparse optimizer updates also turn on),
+    so a tied output head that multiplies by `embeddings` pays a copy of the
+    table per call. `snt.nets.CausalLM(..., tie_embeddings=True)` reads the
+    table once per call and gathers the rows from that read instead.
 
     Shapes:
       inputs: integer ids of any shape `S` -> outputs `S + [embed_dim]`.
@@ -170,14 +177,28 @@ class Embed(base.Module):
         # under a policy the looked-up rows are cast, not the table: the same
         # numbers for a fraction of the work (and the gradient stays sparse).
         step = self._weight_step
+        if type(step) is weights.Int8Kernel:
+            # int8 weights: only the looked-up rows are dequantized.
+            return self._lookup(inputs, None)
+        table = step(self, None)
+        if self.densify_gradients:
+            table = _dense_gradients(tf.convert_to_tensor(table))
+        return self._lookup(inputs, table)
+
+    @base.no_name_scope
+    def _lookup(self, inputs: Any, table: Any) -> tf.Tensor:
+        """The rows `inputs` of `table` (None: the int8 table's rows), under
+        the module's precision policy.
+
+        A table given as a tensor (a dense read, as `snt.nets.CausalLM`'s
+        tied head takes) is gathered from as it is: only a lookup on the
+        variable itself is a sparse read (TensorFlow's `ResourceGather`).
+        """
         try:
-            if type(step) is weights.Int8Kernel:
-                # int8 weights: only the looked-up rows are dequantized.
+            if table is None:
+                step = cast(weights.Int8Kernel, self._weight_step)
                 outputs = step.rows(self, inputs)
             else:
-                table = step(self, None)
-                if self.densify_gradients:
-                    table = _dense_gradients(tf.convert_to_tensor(table))
                 outputs = tf.nn.embedding_lookup(table, inputs)
         except errors.OP_ERRORS as e:
             raise self._input_error(inputs, e) from e

@@ -3,6 +3,7 @@ compiled loop; `snt.hf.load_tokenizer`."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import pathlib
 import weakref
@@ -96,7 +97,10 @@ def _decode(
     _, _, _, stop, pad = options
     batch, length = tokens.shape
     cache = model.initial_cache(batch, length)
-    logits, cache = model(tokens[:, :start], cache=cache)
+    # Only the last position's logits are used (`snt.nets.CausalLM` can skip
+    # the head for the others).
+    last = {"logits_to_keep": 1} if _keeps_logits(model) else {}
+    logits, cache = model(tokens[:, :start], cache=cache, **last)
     stops = tf.constant(list(stop) or [-1], tf.int32)
     columns = tf.range(length)
 
@@ -120,6 +124,15 @@ def _decode(
     )
     positions = lengths[:, None] + tf.range(new)[None, :]
     return tf.gather(out, positions, batch_dims=1)
+
+
+def _keeps_logits(model: Any) -> bool:
+    """Whether `model` takes `logits_to_keep` (as `snt.nets.CausalLM`)."""
+    try:
+        parameters = inspect.signature(model.__call__).parameters
+    except (TypeError, ValueError):
+        return False
+    return "logits_to_keep" in parameters
 
 
 def _function(model: Any, jit_compile: bool) -> Any:

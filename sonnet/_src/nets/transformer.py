@@ -527,8 +527,10 @@ class Transformer(base.Module):
         logits = head(transformer(embed(tokens)))
 
     (with `rotary=True` no position embedding is needed; otherwise add one to
-    `embed(tokens)`). For tied weights use
-    `tf.matmul(outputs, embed.embeddings, transpose_b=True)` as the head.
+    `embed(tokens)`). `snt.nets.CausalLM` is this model as a module, with
+    learned positions and tied weights as options (a tied head should not
+    be `tf.matmul(outputs, embed.embeddings, transpose_b=True)` after
+    `embed(tokens)`: see `snt.Embed` on TensorFlow's copy on read).
 
     Args:
       num_layers: Number of blocks, a positive int.
