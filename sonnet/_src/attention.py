@@ -27,6 +27,7 @@ from sonnet._src import (
     tensors,
     utils,
 )
+from sonnet._src import dropout as dropout_lib
 from sonnet._src import rms_norm as rms_norm_lib
 from sonnet._src import rotary as rotary_lib
 
@@ -211,12 +212,21 @@ class MultiHeadAttention(base.Module):
         2**22 (e.g. above 2048 x 2048 self-attention) and the lengths are
         static, dense otherwise; True: always; False: never. The choice is
         made once per call from static shapes. Outputs and gradients equal
-        the dense path's to float32 rounding. There is no attention
-        dropout in either path.
+        the dense path's to float32 rounding (with `dropout_rate` too: both
+        drop the same weights for the same `dropout_seed`).
       chunk_size: Queries per block and keys per chunk of the chunked path,
         a positive int; default 512 (a `[512, 512]` float32 block per head
         is 1 MiB: large enough for efficient matmuls, small enough for the
         cache).
+      dropout_rate: Attention-weight dropout: the probability of dropping
+        each weight (of query `t` on key `s` in one head of one example) in
+        calls with `is_training=True`, a number in `[0, 1)` or a scalar
+        float tensor; the weights kept are scaled by `1 / (1 - rate)`.
+        Default None: none (as in Haiku; `snt.nets.Transformer` drops the
+        residual branches instead). Which weights are dropped is a hash of
+        the call's `dropout_seed` and the four indices, the same in the
+        dense and chunked paths (the chunked backward pass recomputes it per
+        block; nothing `[T, S]` is stored).
       name: Module name (default `multi_head_attention`).
 
     Shapes:
@@ -271,6 +281,7 @@ class MultiHeadAttention(base.Module):
         window: int | None = None,
         chunked: bool | None = None,
         chunk_size: int = 512,
+        dropout_rate: Any = None,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -324,6 +335,18 @@ class MultiHeadAttention(base.Module):
         self.window = checks.optional_size("window", window)
         self.chunked = None if chunked is None else checks.flag("chunked", chunked)
         self.chunk_size = checks.size("chunk_size", chunk_size)
+        if dropout_rate is not None:
+            dropout_rate = dropout_lib.check_rate("dropout_rate", dropout_rate)
+        self.dropout_rate = dropout_rate
+        # A rate known to be zero drops nothing: calls take the plain path.
+        known = (
+            tf.get_static_value(dropout_rate)
+            if isinstance(dropout_rate, tf.Tensor)
+            else dropout_rate
+        )
+        self._dropout = dropout_rate is not None and not (
+            isinstance(known, (int, float, np.number, np.ndarray)) and known == 0
+        )
         if self.rotary and self.key_size % 2:
             raise errors.bad_value(
                 "key_size",
@@ -434,6 +457,8 @@ class MultiHeadAttention(base.Module):
         causal: bool = False,
         cache: AttentionCache | None = None,
         mask_fn: chunked_attention.MaskFn | None = None,
+        is_training: Any = False,
+        dropout_seed: Any = None,
     ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
         """Attends from `query` to `key`/`value` (default: self-attention).
 
@@ -458,12 +483,25 @@ class MultiHeadAttention(base.Module):
             `[Tq, 1]` and `[1, Sk]` (positions: `0 .. T - 1` and
             `0 .. S - 1`, offset by the cache's `index` for queries and
             keys when decoding) and returns booleans broadcastable to
-            `[Tq, Sk]`, True where attention is allowed. It is built from
-            TF ops on its arguments (and tensors it closes over, e.g.
-            document ids): prefix-LM is `lambda q, k: (k <= q) | (k <
-            prefix)`, block-causal documents `lambda q, k: (k <= q) &
-            (tf.gather(ids, q) == tf.gather(ids, k))`. The chunked path
-            calls it per block, never for the whole `[T, S]`.
+            `[Tq, Sk]`, or per example (and head) to `[B, num_heads, Tq,
+            Sk]` (rank 4; axes of size 1 are shared), True where attention
+            is allowed. It is built from TF ops on its arguments (and
+            tensors it closes over, e.g. document ids): prefix-LM is
+            `lambda q, k: (k <= q) | (k < prefix)`, block-causal documents
+            `lambda q, k: (k <= q) & (tf.gather(ids, q) == tf.gather(ids,
+            k))`; with segment ids `[B, T]` per example, `lambda q, k:
+            ((k <= q) & (tf.gather(ids, q, axis=1) == tf.gather(ids, k,
+            axis=1)))[:, None]` (`[B, 1, Tq, Sk]`). The chunked path calls
+            it per block, never for the whole `[T, S]`.
+          is_training: Whether to drop attention weights (with
+            `dropout_rate`): a Python bool, or a scalar boolean tensor
+            deciding at run time. Default False. Ignored without
+            `dropout_rate`.
+          dropout_seed: The seed of the dropout mask, an integer tensor
+            `[2]` (as `tf.random.stateless_uniform`'s): the same seed drops
+            the same weights. Default None: one drawn per call from TF's
+            global random state (`tf.random.set_seed` makes runs
+            repeatable). Ignored without dropout.
 
         Returns:
           `[B, T, model_size]` outputs in the dtype of `query`; with a cache,
@@ -480,14 +518,36 @@ class MultiHeadAttention(base.Module):
             graph a `tf.debugging` assertion fails, and under XLA positions
             past the end are dropped).
           TypeError: for inputs of another dtype than the first call's, a
-            non-boolean mask, or a `mask_fn` that is not a callable of two
-            arguments returning a boolean tensor.
+            non-boolean mask, a `mask_fn` that is not a callable of two
+            arguments returning a boolean tensor, or (with dropout) an
+            `is_training` that is not a boolean or a `dropout_seed` that is
+            not an integer pair.
         """
         # The name scope only names traced ops: eager calls skip it.
         if tf.executing_eagerly():
-            return self._attend(query, key, value, mask, causal, cache, mask_fn)
+            return self._attend(
+                query,
+                key,
+                value,
+                mask,
+                causal,
+                cache,
+                mask_fn,
+                is_training,
+                dropout_seed,
+            )
         with self.name_scope:
-            return self._attend(query, key, value, mask, causal, cache, mask_fn)
+            return self._attend(
+                query,
+                key,
+                value,
+                mask,
+                causal,
+                cache,
+                mask_fn,
+                is_training,
+                dropout_seed,
+            )
 
     @base.no_name_scope
     def _attend(
@@ -499,6 +559,8 @@ class MultiHeadAttention(base.Module):
         causal: Any,
         cache: Any,
         mask_fn: Any = None,
+        is_training: Any = False,
+        dropout_seed: Any = None,
     ) -> tf.Tensor | tuple[tf.Tensor, AttentionCache]:
         """The one call path: inputs, checks, build, projections, attention."""
         policy = self._precision
@@ -507,7 +569,12 @@ class MultiHeadAttention(base.Module):
             query, key, value, mask, causal, cache, policy
         )
         if mask_fn is not None:
-            mask_fn = chunked_attention.check_mask_fn(mask_fn)
+            mask_fn = chunked_attention.check_mask_fn(
+                mask_fn, query.shape[0], self.num_heads
+            )
+        dropout = None
+        if self._dropout:
+            dropout = self._dropout_spec(is_training, dropout_seed, dtype)
         if self._dtype is None:
             self._initialize(query, key, value)
 
@@ -545,7 +612,7 @@ class MultiHeadAttention(base.Module):
                 time, k_time, cached, positions, causal, user_mask, q, self.window
             )
             heads = self._weighted_values(
-                q, k, v, attend, dtype, policy, cached is None
+                q, k, v, attend, dtype, policy, cached is None, dropout
             )
         else:
             spec = self._mask(
@@ -556,7 +623,7 @@ class MultiHeadAttention(base.Module):
             skip = cached is not None or (
                 causal and isinstance(time, int) and time == k.shape[1]
             )
-            heads = self._positional(q, k, v, spec, chunk, dtype, policy, skip)
+            heads = self._positional(q, k, v, spec, chunk, dtype, policy, skip, dropout)
 
         model_size = self.output.output_size
         outputs = _project(self.output, heads, (batch, time, model_size), cast)
@@ -608,6 +675,27 @@ class MultiHeadAttention(base.Module):
             user_mask = self._check_mask(mask, query, key, length)
         return dtype, causal, cached, user_mask
 
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _dropout_spec(
+        self, is_training: Any, seed: Any, dtype: tf.DType
+    ) -> chunked_attention.Dropout | None:
+        """The call's attention dropout (None: none), checked."""
+        training = checks.mode_flag("is_training", is_training)
+        if training is False:
+            return None
+        seed = _dropout_seed(seed)
+        softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
+        rate: Any = self.dropout_rate
+        rate = tf.cast(rate, tf.float32)
+        threshold = rate * 2.0**32
+        scale = tf.cast(1.0 / (1.0 - rate), softmax_dtype)
+        if training is not True:  # A tensor: drop nothing unless it is true.
+            threshold = tf.where(training, threshold, 0.0)
+            scale = tf.where(training, scale, tf.ones([], softmax_dtype))
+        return chunked_attention.Dropout(
+            chunked_attention.seed_state(seed), threshold, scale
+        )
+
     def _chunk(self, time: Any, key_time: Any) -> int | None:
         """The chunk size if this call attends chunk by chunk, else None."""
         if self.chunked is None:
@@ -650,6 +738,9 @@ class MultiHeadAttention(base.Module):
             mask_fn=mask_fn,
             tensor=user_mask,
             empty_slots=cached is not None and cached[4],
+            heads=self.num_heads,
+            groups=self._groups,
+            batch=k.shape[0],
         )
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
@@ -663,6 +754,7 @@ class MultiHeadAttention(base.Module):
         dtype: tf.DType,
         policy: Any,
         skip: bool,
+        dropout: chunked_attention.Dropout | None,
     ) -> tf.Tensor:
         """The heads for a `Mask`: chunk by chunk, or dense with its mask."""
         softmax_dtype = self._softmax_dtype
@@ -672,16 +764,22 @@ class MultiHeadAttention(base.Module):
             attend = chunked_attention.positional(
                 spec, spec.query_positions, spec.key_positions
             )
+            if attend is not None and self._groups == 1 and attend.shape.rank == 5:
+                # A per-example `mask_fn`'s `[B, heads, 1, T, S]` -> the
+                # logits' `[B, heads, T, S]`.
+                attend = tf.squeeze(attend, 2)
             if spec.tensor is not None:
                 tensor = spec.tensor
                 if self._groups == 1 and tensor.shape.rank > 2:
                     tensor = tf.squeeze(tensor, -3)
                 attend = tensor if attend is None else attend & tensor
-            return self._weighted_values(q, k, v, attend, dtype, policy, False)
+            return self._weighted_values(q, k, v, attend, dtype, policy, False, dropout)
         shape = _dims(q, 2)
         if self._groups == 1:
             q = tf.expand_dims(q, 3)
-        heads = chunked_attention.attend(q, k, v, spec, chunk, softmax_dtype, skip)
+        heads = chunked_attention.attend(
+            q, k, v, spec, chunk, softmax_dtype, skip, dropout
+        )
         if self._groups == 1:
             return _reshape(heads, (*shape, self.num_heads, self.value_size))
         return heads
@@ -696,8 +794,10 @@ class MultiHeadAttention(base.Module):
         dtype: tf.DType,
         policy: Any,
         uncached: bool,
+        dropout: chunked_attention.Dropout | None = None,
     ) -> tf.Tensor:
-        """The heads: values weighted by the softmax of the masked logits."""
+        """The heads: values weighted by the softmax of the masked logits
+        (some dropped with `dropout`)."""
         # Traced multi-head attention without a cache runs as batch matmuls
         # of `[B, heads, T, size]` operands: the einsums transpose their
         # operands (and outputs) on every product, forward and backward, 12
@@ -721,11 +821,26 @@ class MultiHeadAttention(base.Module):
         if attend is not None:
             logits = _SELECT(condition=attend, t=logits, e=softmax_dtype.min)
         weights = _SOFTMAX(logits=logits)
+        if dropout is not None:
+            weights = _MUL(x=weights, y=self._keep_scale(dropout, logits))
         if weights.dtype is not v.dtype:
             weights = _CAST(x=weights, DstT=v.dtype)
         if matmuls:
             return _TRANSPOSE(x=_BATCH_MAT_MUL(x=weights, y=v), perm=_HEADS_FIRST)
         return _EINSUM(inputs=[weights, v], equation=self._equations[1])
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _keep_scale(
+        self, dropout: chunked_attention.Dropout, logits: tf.Tensor
+    ) -> tf.Tensor:
+        """The dropout factors of the weights, in the layout of `logits`."""
+        dims = _dims(logits, logits.shape.rank)
+        factors = chunked_attention.dense_keep_scale(
+            dropout, dims[0], self.num_kv_heads, self._groups, dims[-2], dims[-1]
+        )
+        if logits.shape.rank == 4:  # `[B, heads, 1, T, S]`.
+            return tf.squeeze(factors, 2)
+        return factors
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _rotate(
@@ -1112,3 +1227,19 @@ def _ring_write(
         keys, values = keys[:, time - kept :], values[:, time - kept :]
         positions, time = positions[time - kept :], kept
     return _write(key_cache, value_cache, keys, values, positions % slots, batch, time)
+
+
+def _dropout_seed(seed: Any) -> tf.Tensor:
+    """`dropout_seed` as an integer tensor `[2]`; None: a fresh one."""
+    if seed is None:
+        return tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+    if isinstance(seed, (str, bytes)):
+        raise errors.bad_type("dropout_seed", "must be an integer tensor `[2]`", seed)
+    seed = utils.to_tensor("dropout_seed", seed)
+    if not seed.dtype.is_integer:
+        raise errors.bad_type("dropout_seed", "must be an integer tensor `[2]`", seed)
+    if seed.shape != [2]:
+        raise errors.bad_value(
+            "dropout_seed", "must have shape `[2]` (a pair of integers)", seed
+        )
+    return seed

@@ -13,9 +13,17 @@ and `S` are, so the loops compile under XLA.
 
 Masks are given as a `Mask`: positions (with their causal / window rules and
 a user `mask_fn` on positions, evaluated per block, never as a `[T, S]`
-tensor) and an optional user mask tensor (sliced per block). Masked logits
-get the dtype's lowest value, as in the dense path, so a query whose keys are
-all masked out gets the mean of the values there too.
+tensor; its result may carry batch and head axes) and an optional user mask
+tensor (sliced per block). Masked logits get the dtype's lowest value, as in
+the dense path, so a query whose keys are all masked out gets the mean of the
+values there too.
+
+Attention-weight dropout (`Dropout`) is stateless: whether the weight of
+query `t` on key `s` in head `h` of example `b` is kept is a hash of the
+call's seed and those four indices (`keep`), so the backward pass recomputes
+the forward pass's mask block by block, and the dense path (which hashes the
+whole `[B, heads, T, S]` at once) drops exactly the same weights, whatever
+the chunk size.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from sonnet._src import errors
@@ -48,6 +57,11 @@ class Mask(NamedTuple):
       tensor: Optional user mask broadcastable to the logits
         `[B, kv_heads, groups, T, S]`.
       empty_slots: Whether some key positions may be negative.
+      heads: The number of query heads (a `mask_fn` result of rank 4 has 1
+        or `heads` on its second axis).
+      groups: Query heads per key/value head (logits are `[B, heads //
+        groups, groups, T, S]`).
+      batch: The static batch size, if known (for checking `mask_fn`).
     """
 
     query_positions: tf.Tensor
@@ -57,11 +71,80 @@ class Mask(NamedTuple):
     mask_fn: MaskFn | None
     tensor: tf.Tensor | None
     empty_slots: bool = False
+    heads: int = 1
+    groups: int = 1
+    batch: int | None = None
 
 
-def check_mask_fn(mask_fn: Any) -> MaskFn:
+class Dropout(NamedTuple):
+    """Attention-weight dropout of one call.
+
+    Attributes:
+      state: uint32 scalar: the hash of the call's seed (`seed_state`).
+      threshold: float32 scalar `rate * 2**32`: a weight is dropped where its
+        hash (as a float32) is below it (0: nothing dropped).
+      scale: Scalar in the softmax dtype: `1 / (1 - rate)`, the factor of the
+        weights kept.
+    """
+
+    state: tf.Tensor
+    threshold: tf.Tensor
+    scale: tf.Tensor
+
+
+def _mix(h: tf.Tensor) -> tf.Tensor:
+    """A bijective 32-bit integer hash with full avalanche (two
+    multiply-xorshift rounds; constants from Wellons' hash prospector)."""
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, np.uint32(16)))
+    h = h * np.uint32(0x7FEB352D)
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, np.uint32(15)))
+    h = h * np.uint32(0x846CA68B)
+    return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, np.uint32(16)))
+
+
+def _fold(h: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """The hash `h` extended by an int32 `index` (broadcast against it)."""
+    return _mix(tf.bitwise.bitwise_xor(h, tf.cast(index, tf.uint32)))
+
+
+def seed_state(seed: tf.Tensor) -> tf.Tensor:
+    """The uint32 hash state of an integer seed `[2]`."""
+    seed = tf.cast(seed, tf.uint32)
+    return _fold(_mix(tf.bitwise.bitwise_xor(seed[0], np.uint32(0x9E3779B9))), seed[1])
+
+
+def row_state(
+    dropout: Dropout, batch: Any, kv_heads: Any, groups: Any, rows: tf.Tensor
+) -> tf.Tensor:
+    """Hash states `[B, N, G, Tq, 1]` of the query `rows` `[Tq]` (indices
+    into the call's queries) of every example and head; query head
+    `n * groups + g` is at `[:, n, g]`."""
+    h = _fold(dropout.state, tf.reshape(tf.range(batch), [-1, 1, 1, 1, 1]))
+    h = _fold(h, tf.reshape(tf.range(kv_heads * groups), [1, kv_heads, groups, 1, 1]))
+    return _fold(h, tf.reshape(rows, [1, 1, 1, -1, 1]))
+
+
+def keep_scale(dropout: Dropout, rows: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
+    """The factors `[B, N, G, Tq, Sk]` of the weights of `rows` (states from
+    `row_state`) on the keys `columns` `[Sk]` (indices into the call's keys):
+    `scale` where kept, 0 where dropped."""
+    h = _fold(rows, columns)
+    kept = tf.cast(h, tf.float32) >= dropout.threshold
+    return tf.where(kept, dropout.scale, tf.zeros([], dropout.scale.dtype))
+
+
+def dense_keep_scale(
+    dropout: Dropout, batch: Any, kv_heads: int, groups: int, time: Any, key_time: Any
+) -> tf.Tensor:
+    """`keep_scale` `[B, N, G, T, S]` of every query and key of a call."""
+    rows = row_state(dropout, batch, kv_heads, groups, tf.range(time))
+    return keep_scale(dropout, rows, tf.range(key_time))
+
+
+def check_mask_fn(mask_fn: Any, batch: Any = None, heads: int = 1) -> MaskFn:
     """`mask_fn`, checked: a callable of two position tensors whose result is
-    a boolean tensor broadcastable to `[Tq, Sk]` (probed on small inputs)."""
+    a boolean tensor broadcastable to `[Tq, Sk]` or `[B, heads, Tq, Sk]`
+    (probed on small inputs; `batch`: the static batch size if known)."""
     if not callable(mask_fn):
         raise errors.bad_type(
             "mask_fn",
@@ -82,17 +165,23 @@ def check_mask_fn(mask_fn: Any) -> MaskFn:
                 mask_fn,
             ) from None
     probe = mask_fn(tf.zeros([2, 1], tf.int32), tf.zeros([1, 3], tf.int32))
-    check_mask_result(probe, 2, 3)
+    check_mask_result(probe, 2, 3, batch, heads)
     return mask_fn
 
 
-def check_mask_result(result: Any, rows: Any, columns: Any) -> tf.Tensor:
-    """`mask_fn`'s result for `[rows, 1]` and `[1, columns]` positions, checked."""
+def check_mask_result(
+    result: Any, rows: Any, columns: Any, batch: Any = None, heads: int = 1
+) -> tf.Tensor:
+    """`mask_fn`'s result for `[rows, 1]` and `[1, columns]` positions,
+    checked: booleans of rank 2 `[Tq, Sk]` or rank 4 `[B, heads, Tq, Sk]`
+    (each axis its size or 1)."""
     if not isinstance(result, (tf.Tensor, tf.Variable)) and not hasattr(
         result, "dtype"
     ):
         raise errors.bad_type(
-            "mask_fn", "must return a boolean tensor `[Tq, Sk]`", result
+            "mask_fn",
+            "must return a boolean tensor `[Tq, Sk]` or `[B, num_heads, Tq, Sk]`",
+            result,
         )
     result = tf.convert_to_tensor(result)
     if result.dtype != tf.bool:
@@ -102,24 +191,42 @@ def check_mask_result(result: Any, rows: Any, columns: Any) -> tf.Tensor:
             result,
         )
     shape = result.shape
-    target = [rows, columns]
-    if shape.rank is None or shape.rank > 2:
+    if shape.rank not in (2, 4):
         raise errors.bad_value(
-            "mask_fn", "must return a tensor broadcastable to `[Tq, Sk]`", shape
+            "mask_fn",
+            "must return booleans broadcastable to `[Tq, Sk]` (rank 2) or "
+            "`[B, num_heads, Tq, Sk]` (rank 4; a per-example `[B, Tq, Sk]` "
+            "result is `result[:, None]`)",
+            shape,
         )
-    for size, want in zip(shape.as_list(), target[2 - shape.rank :]):
+    target = [batch, heads, rows, columns][-shape.rank :]
+    for size, want in zip(shape.as_list(), target):
         if size is not None and isinstance(want, int) and size not in (1, want):
+            names = "[Tq, Sk]" if shape.rank == 2 else "[B, num_heads, Tq, Sk]"
             raise errors.bad_value(
                 "mask_fn",
-                f"must return a tensor broadcastable to `[Tq, Sk]` = {target}",
+                f"must return a tensor broadcastable to `{names}` = {target}",
                 shape,
             )
     return result
 
 
+def _grouped(allowed: tf.Tensor, heads: int, groups: int) -> tf.Tensor:
+    """A `[B, H, Tq, Sk]` mask (`H`: 1 or `heads`) as `[B, H // groups,
+    groups, Tq, Sk]`, the layout of the logits."""
+    if groups == 1 or allowed.shape[1] == 1:
+        return tf.expand_dims(allowed, 2)
+    shape = tf.unstack(tf.shape(allowed))
+    if allowed.shape[1] is None:  # Unknown head axis: 1 or all.
+        allowed = tf.broadcast_to(allowed, tf.stack([shape[0], heads, *shape[2:]]))
+    kv_heads = heads // groups
+    return tf.reshape(allowed, tf.stack([shape[0], kv_heads, groups, *shape[2:]]))
+
+
 def positional(mask: Mask, queries: tf.Tensor, keys: tf.Tensor) -> tf.Tensor | None:
-    """`[Tq, Sk]` bools (or None: all allowed) for `queries` `[Tq]` and `keys`
-    `[Sk]` positions by `mask`'s rules (not its tensor)."""
+    """`[Tq, Sk]` bools (with a per-example `mask_fn`, `[B, N, G, Tq, Sk]`;
+    None: all allowed) for `queries` `[Tq]` and `keys` `[Sk]` positions by
+    `mask`'s rules (not its tensor)."""
     rows = tf.expand_dims(queries, 1)
     columns = tf.expand_dims(keys, 0)
     allowed = []
@@ -135,8 +242,16 @@ def positional(mask: Mask, queries: tf.Tensor, keys: tf.Tensor) -> tf.Tensor | N
         # Empty slots are passed as position 0 (a function may gather by it).
         if mask.empty_slots:
             columns = tf.maximum(columns, 0)
-        result = mask.mask_fn(rows, columns)
-        allowed.append(check_mask_result(result, rows.shape[0], columns.shape[1]))
+        result = check_mask_result(
+            mask.mask_fn(rows, columns),
+            rows.shape[0],
+            columns.shape[1],
+            mask.batch,
+            mask.heads,
+        )
+        if result.shape.rank == 4:
+            result = _grouped(result, mask.heads, mask.groups)
+        allowed.append(result)
     if not allowed:
         return None
     result = allowed[0]
@@ -239,19 +354,36 @@ def _padded_positions(positions: tf.Tensor, padded: Any) -> tf.Tensor:
     return tf.concat([positions, tf.fill([extra], positions[-1])], 0)
 
 
+def _dropout_rows(plan: _Plan, dropout: Dropout, q: tf.Tensor, i: Any) -> tf.Tensor:
+    """`row_state` of query block `i` of the blocked `q`."""
+    rows = i * plan.query_chunk + tf.range(plan.query_chunk)
+    return row_state(dropout, tf.shape(q)[1], q.shape[2], q.shape[3], rows)
+
+
+def _dropout_columns(plan: _Plan, j: Any) -> tf.Tensor:
+    return j * plan.key_chunk + tf.range(plan.key_chunk)
+
+
 def _forward(
-    plan: _Plan, mask: Mask, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor
+    plan: _Plan,
+    mask: Mask,
+    q: tf.Tensor,
+    k: tf.Tensor,
+    v: tf.Tensor,
+    dropout: Dropout | None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Outputs `[nq, B, N, G, Cq, V]`, the logits' maximum and the sum of
     their exponentials `[nq, B, N, G, Cq]` (not their log-sum-exp: in an
     all-masked row the maximum is the dtype's lowest and absorbs a log) for
-    blocked `q` `[nq, B, N, G, Cq, K]`, `k`/`v` `[nk, B, N, 1, Ck, *]`."""
+    blocked `q` `[nq, B, N, G, Cq, K]`, `k`/`v` `[nk, B, N, 1, Ck, *]`.
+    Dropout scales the weights of the values, not the sum."""
     dtype = plan.softmax_dtype
     qp = tf.reshape(mask.query_positions, [-1, plan.query_chunk])
     kp = tf.reshape(mask.key_positions, [-1, plan.key_chunk])
 
     def query_block(i: Any) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         q_i, qp_i = q[i], qp[i]
+        drop_rows = None if dropout is None else _dropout_rows(plan, dropout, q, i)
         rows = tf.shape(q_i)[:-1]
         m0 = tf.fill(rows, tf.constant(-float("inf"), dtype))
         l0 = tf.zeros(rows, dtype)
@@ -263,6 +395,8 @@ def _forward(
             p = tf.exp(logits - tf.expand_dims(m_new, -1))
             correction = tf.exp(m - m_new)
             total = total * correction + tf.reduce_sum(p, -1)
+            if dropout is not None and drop_rows is not None:
+                p = p * keep_scale(dropout, drop_rows, _dropout_columns(plan, j))
             pv = _MATMUL(x=tf.cast(p, v.dtype), y=v[j])
             acc = acc * tf.expand_dims(correction, -1) + tf.cast(pv, dtype)
             return m_new, total, acc
@@ -304,24 +438,32 @@ def _backward(
     maximum: tf.Tensor,
     total: tf.Tensor,
     d_out: tf.Tensor,
+    dropout: Dropout | None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Gradients of blocked `q`, `k`, `v`, recomputing each block's weights
-    from the saved statistics (FlashAttention's backward pass)."""
+    (and dropout mask) from the saved statistics (FlashAttention's backward
+    pass)."""
     dtype = plan.softmax_dtype
     qp = tf.reshape(mask.query_positions, [-1, plan.query_chunk])
     kp = tf.reshape(mask.key_positions, [-1, plan.key_chunk])
-    # D_i = sum_v dO * O: the softmax Jacobian's diagonal term per query.
+    # D_i = sum_v dO * O: the softmax Jacobian's diagonal term per query
+    # (with dropout too: sum_s P * dP = sum_s P' * dP' for the dropped P').
     delta = tf.reduce_sum(tf.cast(d_out, dtype) * tf.cast(out, dtype), -1)
 
-    def grads(i: Any, j: Any, d_q: Any) -> tuple[Any, Any, Any]:
+    def grads(i: Any, j: Any, d_q: Any, rows: Any) -> tuple[Any, Any, Any]:
         q_i, d_out_i = q[i], d_out[i]
         logits, allowed = _block_logits(plan, mask, q_i, k[j], i, j, qp[i], kp[j])
         p = tf.exp(logits - tf.expand_dims(maximum[i], -1))
         p = p / tf.expand_dims(total[i], -1)
-        d_v = tf.reduce_sum(
-            _MATMUL(x=tf.cast(p, d_out.dtype), y=d_out_i, adj_x=True), 2, True
-        )
         d_p = tf.cast(_MATMUL(x=d_out_i, y=v[j], adj_y=True), dtype)
+        dropped = p
+        if dropout is not None and rows is not None:
+            factors = keep_scale(dropout, rows, _dropout_columns(plan, j))
+            dropped = p * factors
+            d_p = d_p * factors
+        d_v = tf.reduce_sum(
+            _MATMUL(x=tf.cast(dropped, d_out.dtype), y=d_out_i, adj_x=True), 2, True
+        )
         d_s = p * (d_p - tf.expand_dims(delta[i], -1))
         if allowed is not None:
             # Masked logits are constants: no gradient flows through them
@@ -336,6 +478,7 @@ def _backward(
     v_zeros = tf.zeros(tf.shape(v)[1:], dtype)
 
     def query_block(i: Any, d_k_all: Any, d_v_all: Any) -> Any:
+        rows = None if dropout is None else _dropout_rows(plan, dropout, q, i)
         d_q0 = tf.zeros(tf.shape(q)[1:], dtype)
         d_ks = tf.TensorArray(dtype, size=plan.key_blocks, element_shape=k.shape[1:])
         d_vs = tf.TensorArray(dtype, size=plan.key_blocks, element_shape=v.shape[1:])
@@ -345,10 +488,10 @@ def _backward(
                 d_q, d_k, d_v = tf.cond(
                     _skipped(plan, mask, qp[i], kp[j]),
                     lambda: (d_q, k_zeros, v_zeros),
-                    lambda: grads(i, j, d_q),
+                    lambda: grads(i, j, d_q, rows),
                 )
             else:
-                d_q, d_k, d_v = grads(i, j, d_q)
+                d_q, d_k, d_v = grads(i, j, d_q, rows)
             return j + 1, d_q, d_ks.write(j, d_k), d_vs.write(j, d_v)
 
         _, d_q, d_ks, d_vs = tf.while_loop(
@@ -395,6 +538,7 @@ def attend(
     chunk_size: int,
     softmax_dtype: tf.DType,
     skip: bool,
+    dropout: Dropout | None = None,
 ) -> tf.Tensor:
     """Values weighted by the softmax of the masked logits, chunk by chunk.
 
@@ -410,6 +554,8 @@ def attend(
         inputs).
       skip: Whether blocks outside the causal band may be skipped (only
         when every query sees its own position).
+      dropout: Optional attention-weight dropout (`Dropout`); query and key
+        indices count from the call's first query and key.
 
     Returns:
       `[B, T, N, G, V]` in the dtype of `v`.
@@ -451,10 +597,10 @@ def attend(
 
     @tf.custom_gradient
     def kernel(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> Any:
-        out, maximum, total = _forward(plan, mask, q, k, v)
+        out, maximum, total = _forward(plan, mask, q, k, v, dropout)
 
         def grad(d_out: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            return _backward(plan, mask, q, k, v, out, maximum, total, d_out)
+            return _backward(plan, mask, q, k, v, out, maximum, total, d_out, dropout)
 
         return out, grad
 
