@@ -506,7 +506,7 @@ def test_cache_needs_a_causal_model(cls):
 
 
 def test_traced_gelu_matches_tf_nn_gelu_to_second_order():
-    from sonnet._src.nets import transformer as transformer_lib
+    from sonnet._src import mlp_activation
 
     x = tf.constant(np.linspace(-6.0, 6.0, 101, dtype=np.float32))
 
@@ -522,12 +522,12 @@ def test_traced_gelu_matches_tf_nn_gelu_to_second_order():
     expected = derivatives(tf.nn.gelu, x)
     for jit_compile in (False, True):
         traced = tf.function(
-            lambda x: derivatives(transformer_lib._gelu, x), jit_compile=jit_compile
+            lambda x: derivatives(mlp_activation.gelu, x), jit_compile=jit_compile
         )
         for e, g in zip(expected, traced(x), strict=True):
             np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
     # The forward values are tf.nn.gelu's, bit for bit.
-    values = tf.function(transformer_lib._gelu)(x)
+    values = tf.function(mlp_activation.gelu)(x)
     np.testing.assert_array_equal(values.numpy(), tf.nn.gelu(x).numpy())
 
 

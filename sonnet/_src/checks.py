@@ -217,6 +217,16 @@ def flag(argument: str, value: Any) -> bool:
         raise errors.bad_type(argument, "must be a bool", value) from e
 
 
+def choice(argument: str, value: Any, options: Sequence[str]) -> str:
+    """A string argument that must be one of `options` (`activation="gelu"`)."""
+    expected = "must be one of " + ", ".join(f'"{o}"' for o in options)
+    if not isinstance(value, str):
+        raise errors.bad_type(argument, expected, value)
+    if value not in options:
+        raise errors.bad_value(argument, expected, value)
+    return value
+
+
 def real(
     argument: str,
     value: Any,

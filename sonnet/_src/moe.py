@@ -45,6 +45,7 @@ from sonnet._src import (
     errors,
     initializers,
     linear,
+    mlp_activation,
     once,
     precision,
     tensors,
@@ -52,7 +53,6 @@ from sonnet._src import (
     utils,
 )
 
-_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
 _GATINGS = ("softmax", "sigmoid")
 _NO_XLA = (
     "must not be None (dropless routing) in a function compiled with XLA "
@@ -64,15 +64,6 @@ _NO_XLA = (
 # The smallest sum of gates a sigmoid router divides by (DeepSeek-V3's guard
 # against `0 / 0` when every chosen sigmoid underflows).
 _TINY = 1e-20
-
-
-def _choice(argument: str, value: Any, options: tuple[str, ...]) -> str:
-    expected = "must be one of " + ", ".join(f'"{o}"' for o in options)
-    if not isinstance(value, str):
-        raise errors.bad_type(argument, expected, value)
-    if value not in options:
-        raise errors.bad_value(argument, expected, value)
-    return value
 
 
 class Routing(NamedTuple):
@@ -166,15 +157,8 @@ def _mlp(x: tf.Tensor, w: _Weights, activation: str) -> tf.Tensor:
         y = tf.matmul(x, kernel)
         return y if bias is None else y + bias
 
-    h = affine(x, w.w_in, w.b_in)
-    if activation == "swiglu":
-        h = tf.nn.silu(affine(x, w.w_gate, w.b_gate)) * h
-    elif activation == "gelu":
-        h = tf.nn.gelu(h)
-    elif activation == "gelu_tanh":
-        h = tf.nn.gelu(h, approximate=True)
-    else:
-        h = tf.nn.relu(h)
+    gate = affine(x, w.w_gate, w.b_gate) if activation == "swiglu" else None
+    h = mlp_activation.hidden(activation, affine(x, w.w_in, w.b_in), gate)
     return affine(h, w.w_out, w.b_out)
 
 
@@ -312,8 +296,10 @@ class MixtureOfExperts(base.Module):
                 "chooses `top_k` different experts",
                 top_k,
             )
-        self.activation = _choice("activation", activation, _ACTIVATIONS)
-        self.gating = _choice("gating", gating, _GATINGS)
+        self.activation = checks.choice(
+            "activation", activation, mlp_activation.ACTIVATIONS
+        )
+        self.gating = checks.choice("gating", gating, _GATINGS)
         if normalize_gates is None:
             normalize_gates = self.top_k > 1
         self.normalize_gates = checks.flag("normalize_gates", normalize_gates)

@@ -11,7 +11,6 @@ the output head are left to the user (`snt.Embed`, `snt.Linear`): see the
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -19,58 +18,27 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from sonnet._src import attention as attention_lib
-from sonnet._src import axis_norm, base, checks, errors, initializers, precision, utils
+from sonnet._src import (
+    axis_norm,
+    base,
+    checks,
+    errors,
+    initializers,
+    mlp_activation,
+    precision,
+    utils,
+)
 from sonnet._src import drop_path as drop_path_lib
 from sonnet._src import dropout as dropout_lib
 from sonnet._src import layer_stack as layer_stack_lib
 from sonnet._src import linear as linear_lib
+from sonnet._src import moe as moe_lib
 from sonnet._src import remat as remat_lib
 from sonnet._src import rms_norm as rms_norm_lib
 from sonnet._src import rotary as rotary_lib
 
-_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
+_ACTIVATIONS = mlp_activation.ACTIVATIONS
 _NORMS = ("layer", "rms")
-
-_SQRT_HALF = 0.7071067811865476
-_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
-
-
-@tf.custom_gradient
-def _gelu_with_gradient(x: tf.Tensor) -> Any:
-    """`tf.nn.gelu(x)` (exact) with a hand-written gradient.
-
-    The same value, bit for bit (`x * (erfc(-x / sqrt(2)) / 2)`; halving is
-    exact), and the gradient `cdf(x) + x * pdf(x)` reuses the forward's
-    `cdf`: 7 elementwise ops instead of the 11 (and an `AddN`) of
-    TensorFlow's gradient of the composite, about 1.5 x faster for the
-    `[B * T, 4 * D]` activations of a training step. The gradient is built
-    from ops of `x`, so it is differentiable again.
-    """
-    cdf = tf.math.erfc(x * -_SQRT_HALF) * 0.5
-
-    def grad(dy: tf.Tensor) -> tf.Tensor:
-        pdf = tf.exp(tf.square(x) * -0.5) * _INV_SQRT_2PI
-        return dy * (cdf + x * pdf)
-
-    return x * cdf, grad
-
-
-def _gelu(x: tf.Tensor) -> tf.Tensor:
-    """The exact GELU; in graphs with the cheaper gradient (eager calls keep
-    `tf.nn.gelu`, whose fewer Python-level ops cost less there)."""
-    if tf.executing_eagerly():
-        return tf.nn.gelu(x)
-    return _gelu_with_gradient(x)
-
-
-def _choice(argument: str, value: Any, options: tuple[str, ...]) -> str:
-    """A string argument that must be one of `options`."""
-    expected = "must be one of " + ", ".join(f'"{o}"' for o in options)
-    if not isinstance(value, str):
-        raise errors.bad_type(argument, expected, value)
-    if value not in options:
-        raise errors.bad_value(argument, expected, value)
-    return value
 
 
 def _sizes(
@@ -167,8 +135,8 @@ def _block_args(
 ) -> _BlockArgs:
     """The checks of `TransformerBlock` and `Transformer` (one place for both)."""
     sizes = _sizes(num_heads, model_size, key_size, mlp_hidden_size)
-    activation = _choice("activation", activation, _ACTIVATIONS)
-    norm = _choice("norm", norm, _NORMS)
+    activation = checks.choice("activation", activation, _ACTIVATIONS)
+    norm = checks.choice("norm", norm, _NORMS)
     rate, use_dropout = _dropout_rate(dropout_rate)
     causal = checks.flag("causal", causal)
     with_bias = checks.flag("with_bias", with_bias)
@@ -192,25 +160,69 @@ def _block_args(
     )
 
 
-def _window_pattern(window: Any, num_layers: int, stacked: bool) -> list[int | None]:
-    """Each layer's window: one for all, or a sequence cycled over them."""
-    if isinstance(window, (str, bytes)) or not isinstance(window, Sequence):
-        return [checks.optional_size("window", window)] * num_layers
-    if not window:
+def _layer_pattern(
+    argument: str, value: Any, num_layers: int, stacked: bool, what: str
+) -> list[int | None]:
+    """Each layer's `window` or `num_experts` (`what` in words): one for all,
+    or a sequence cycled over them."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        return [checks.optional_size(argument, value)] * num_layers
+    if not value:
         raise errors.bad_value(
-            "window", "must be an int, None or a non-empty sequence of them", window
+            argument, "must be an int, None or a non-empty sequence of them", value
         )
-    pattern = [checks.optional_size("window", w) for w in window]
-    windows = [pattern[i % len(pattern)] for i in range(num_layers)]
-    if stacked and len(set(windows)) > 1:
+    pattern = [checks.optional_size(argument, v) for v in value]
+    values = [pattern[i % len(pattern)] for i in range(num_layers)]
+    if stacked and len(set(values)) > 1:
         raise errors.bad_value(
-            "window",
-            "must give every layer the same window with `stacked=True` (the "
+            argument,
+            f"must give every layer the same {what} with `stacked=True` (the "
             "stacked blocks share one configuration; use `stacked=False` for a "
             "per-layer pattern)",
-            window,
+            value,
         )
-    return windows
+    return values
+
+
+def _expert_options(has_experts: bool, **options: Any) -> dict[str, Any]:
+    """The mixture-of-experts options that were given (not None; a true
+    `shared_expert`), as `snt.MixtureOfExperts` arguments, which checks them.
+
+    Refused when no layer has experts (`num_experts` all None): they would
+    be ignored.
+    """
+    given = {k: v for k, v in options.items() if v is not None}
+    if checks.flag("shared_expert", given.pop("shared_expert", False)):
+        given["shared_expert"] = True
+    if not has_experts and given:
+        argument, value = next(iter(given.items()))
+        raise errors.bad_value(
+            argument,
+            "is an option of mixture-of-experts MLPs: give `num_experts` too "
+            "(default None: dense MLPs)",
+            value,
+        )
+    return given
+
+
+def _aux_flag(value: Any, cache: Any, has_experts: bool) -> bool:
+    """The checked `return_aux_losses` of a call."""
+    aux = checks.flag("return_aux_losses", value)
+    if aux and not has_experts:
+        raise errors.bad_value(
+            "return_aux_losses",
+            "must be False without experts (`num_experts=None`): dense MLPs have "
+            "no auxiliary losses",
+            value,
+        )
+    if aux and cache is not None:
+        raise errors.bad_value(
+            "return_aux_losses",
+            "must be False with a `cache`: the auxiliary losses are training "
+            "losses, and decoding does not need them",
+            value,
+        )
+    return aux
 
 
 def _block_options(**options: Any) -> dict[str, Any]:
@@ -263,12 +275,16 @@ class TransformerBlock(base.Module):
     `snt.MultiHeadAttention` (self-attention); the MLP is
     `mlp_out(activation(mlp_in(x)))`, or with `activation="swiglu"`
     `mlp_out(silu(mlp_gate(x)) * mlp_in(x))` (Shazeer 2020,
-    arXiv:2002.05202). Stack blocks with `snt.nets.Transformer`, which
-    documents every argument; a block takes the same ones but `num_layers`.
+    arXiv:2002.05202); with `num_experts` it is an `snt.MixtureOfExperts`
+    of such MLPs. Stack blocks with `snt.nets.Transformer`, which documents
+    every argument; a block takes the same ones but `num_layers`, `stacked`
+    and `remat` (and `window` and `num_experts` are one value, not a
+    per-layer pattern).
 
     Attributes (submodules; these names are their checkpoint paths):
     `attention_norm`, `attention`, `mlp_norm`, `mlp_in`, `mlp_gate` (SwiGLU
-    only), `mlp_out`.
+    only), `mlp_out`; with `num_experts`, `mlp_experts` (an
+    `snt.MixtureOfExperts`) instead of `mlp_in`, `mlp_gate` and `mlp_out`.
 
     Shapes:
       inputs `[batch, time, model_size]` -> outputs of the same shape.
@@ -303,9 +319,26 @@ class TransformerBlock(base.Module):
         window: int | None = None,
         rotary_scaling: dict[str, Any] | None = None,
         drop_path_rate: Any = 0.0,
+        chunked: bool | None = None,
+        chunk_size: int = 512,
+        num_experts: int | None = None,
+        top_k: int | None = None,
+        gating: str | None = None,
+        normalize_gates: bool | None = None,
+        capacity_factor: float | None = None,
+        shared_expert: bool = False,
         name: str | None = None,
     ):
         drop_path_rate = drop_path_lib.check_rate("drop_path_rate", drop_path_rate)
+        num_experts = checks.optional_size("num_experts", num_experts)
+        experts = _expert_options(
+            num_experts is not None,
+            top_k=top_k,
+            gating=gating,
+            normalize_gates=normalize_gates,
+            capacity_factor=capacity_factor,
+            shared_expert=shared_expert,
+        )
         args = _block_args(
             num_heads,
             model_size,
@@ -335,6 +368,7 @@ class TransformerBlock(base.Module):
         self.dropout_rate = args.dropout_rate
         self.causal = args.causal
         self.drop_path_rate = drop_path_rate
+        self.num_experts = num_experts
         self._use_dropout = args.use_dropout
         self.attention_norm = _norm(args.norm, "attention_norm", args.norm_eps)
         self.attention = attention_lib.MultiHeadAttention(
@@ -350,20 +384,33 @@ class TransformerBlock(base.Module):
             output_bias=args.attention_output_bias,
             qk_norm=args.qk_norm,
             window=args.window,
+            chunked=chunked,
+            chunk_size=chunk_size,
             name="attention",
             **({} if args.norm_eps is None else {"qk_norm_eps": args.norm_eps}),
         )
         self.mlp_norm = _norm(args.norm, "mlp_norm", args.norm_eps)
+        if num_experts is None:
 
-        def linear(size: int, name: str) -> linear_lib.Linear:
-            return linear_lib.Linear(
-                size, with_bias=args.mlp_bias, w_init=w_init, name=name
+            def linear(size: int, name: str) -> linear_lib.Linear:
+                return linear_lib.Linear(
+                    size, with_bias=args.mlp_bias, w_init=w_init, name=name
+                )
+
+            self.mlp_in = linear(args.mlp_hidden_size, "mlp_in")
+            if args.activation == "swiglu":
+                self.mlp_gate = linear(args.mlp_hidden_size, "mlp_gate")
+            self.mlp_out = linear(args.model_size, "mlp_out")
+        else:
+            self.mlp_experts = moe_lib.MixtureOfExperts(
+                num_experts,
+                args.mlp_hidden_size,
+                activation=args.activation,
+                with_bias=args.mlp_bias,
+                w_init=w_init,
+                name="mlp_experts",
+                **experts,
             )
-
-        self.mlp_in = linear(args.mlp_hidden_size, "mlp_in")
-        if args.activation == "swiglu":
-            self.mlp_gate = linear(args.mlp_hidden_size, "mlp_gate")
-        self.mlp_out = linear(args.model_size, "mlp_out")
 
     @utils.no_autograph
     def __call__(
@@ -373,7 +420,8 @@ class TransformerBlock(base.Module):
         is_training: Any = False,
         mask: tf.Tensor | None = None,
         cache: attention_lib.AttentionCache | None = None,
-    ) -> tf.Tensor | tuple[tf.Tensor, attention_lib.AttentionCache]:
+        return_aux_losses: bool = False,
+    ) -> Any:
         """Applies the block.
 
         Args:
@@ -384,27 +432,39 @@ class TransformerBlock(base.Module):
           cache: Optional `snt.AttentionCache` (from `initial_cache`) holding
             the keys and values of earlier positions; `inputs` are then the
             next positions. Only with `causal=True`.
+          return_aux_losses: Whether to return the mixture of experts'
+            auxiliary losses too (default False); only with `num_experts`,
+            and not with `cache`.
 
         Returns:
-          The outputs `[batch, time, model_size]`, and with `cache` also the
-          updated cache: `(outputs, new_cache)`.
+          The outputs `[batch, time, model_size]`; with `cache` the pair
+          `(outputs, new_cache)`, with `return_aux_losses=True` the pair
+          `(outputs, aux_losses)` (as `snt.MixtureOfExperts` returns them).
         """
         training = _training(is_training)
         inputs = _check_inputs(inputs, self.model_size)
         _check_causal(self.causal, cache)
+        aux = return_aux_losses is not False and _aux_flag(
+            return_aux_losses, cache, self.num_experts is not None
+        )
         policy = self._precision
         if policy is None:
-            return self._forward(inputs, training, mask, cache, None)
-        # Under a `snt.precision` policy the residual stream is in its compute
-        # dtype (the submodules, which have the policy too, keep their
-        # sensitive parts in float32), and the outputs in its output dtype.
-        compute = policy.compute_dtype
-        outputs = self._forward(
-            precision.cast(inputs, compute), training, mask, cache, compute
-        )
-        if cache is None:
-            return precision.cast_outputs(policy, outputs)
-        return precision.cast_outputs(policy, outputs[0]), outputs[1]
+            x, new_cache, losses = self._forward(
+                inputs, training, mask, cache, None, aux
+            )
+        else:
+            # Under a `snt.precision` policy the residual stream is in its
+            # compute dtype (the submodules, which have the policy too, keep
+            # their sensitive parts in float32), and the outputs in its output
+            # dtype.
+            compute = policy.compute_dtype
+            x, new_cache, losses = self._forward(
+                precision.cast(inputs, compute), training, mask, cache, compute, aux
+            )
+            x = precision.cast_outputs(policy, x)
+        if cache is not None:
+            return x, new_cache
+        return (x, losses) if aux else x
 
     def _forward(
         self,
@@ -413,7 +473,9 @@ class TransformerBlock(base.Module):
         mask: tf.Tensor | None,
         cache: attention_lib.AttentionCache | None,
         compute: tf.DType | None,
-    ) -> Any:
+        aux: bool,
+    ) -> tuple[tf.Tensor, Any, dict[str, tf.Tensor] | None]:
+        """`(outputs, new_cache or None, aux_losses if aux else None)`."""
         h = self.attention_norm(x)
         if cache is None:
             h = self.attention(h, mask=mask, causal=self.causal)
@@ -423,25 +485,30 @@ class TransformerBlock(base.Module):
         if compute is not None:  # A policy's output dtype back to its compute one.
             h = precision.cast(h, compute)
         x = x + self._residual(h, training)
+        losses = None
+        if self.num_experts is None:
+            h = self._mlp(x)
+        elif aux:
+            h, losses = self.mlp_experts(self.mlp_norm(x), return_aux_losses=True)
+        else:
+            h = self.mlp_experts(self.mlp_norm(x))
+        if compute is not None:
+            h = precision.cast(h, compute)
+        x = x + self._residual(h, training)
+        return x, new_cache, losses
+
+    @base.no_name_scope  # Called inside `__call__`'s scope.
+    def _mlp(self, x: tf.Tensor) -> tf.Tensor:
+        """The dense MLP of `mlp_norm(x)`."""
         # The MLP sees every position as one row of a matrix: TensorFlow's
         # gradient of a `[B, T, D] x [D, E]` batch matmul with respect to the
         # weights is one matmul per example and a sum, about twice the work
         # of one `[B * T, D] x [D, E]` matmul.
         shape = x.shape if x.shape.is_fully_defined() else tf.shape(x)
         h = tf.reshape(self.mlp_norm(x), [-1, self.model_size])
-        if self.activation == "swiglu":
-            h = tf.nn.silu(self.mlp_gate(h)) * self.mlp_in(h)
-        elif self.activation == "gelu":
-            h = _gelu(self.mlp_in(h))
-        elif self.activation == "gelu_tanh":
-            h = tf.nn.gelu(self.mlp_in(h), approximate=True)
-        else:
-            h = tf.nn.relu(self.mlp_in(h))
-        h = tf.reshape(self.mlp_out(h), shape)
-        if compute is not None:
-            h = precision.cast(h, compute)
-        x = x + self._residual(h, training)
-        return x if cache is None else (x, new_cache)
+        gate = self.mlp_gate(h) if self.activation == "swiglu" else None
+        h = mlp_activation.hidden(self.activation, self.mlp_in(h), gate)
+        return tf.reshape(self.mlp_out(h), shape)
 
     @base.no_name_scope
     def _residual(self, h: tf.Tensor, training: bool | tf.Tensor) -> tf.Tensor:
@@ -609,6 +676,36 @@ class Transformer(base.Module):
         for some examples (`snt.drop_path`), at rates rising linearly from
         0 for the first block to this for the last; a number in `[0, 1)`,
         default 0 (none). A block takes its own rate. Unstacked only.
+      chunked: Whether attention runs chunk by chunk (memory-efficient
+        attention), as `snt.MultiHeadAttention`'s `chunked`: default None
+        means when a call's `time * S` exceeds 2**22 and both are static;
+        True always, False never. The outputs are the same either way.
+      chunk_size: Queries per block and keys per chunk of chunked attention
+        (default 512, as `snt.MultiHeadAttention`).
+      num_experts: Number of experts of each block's MLP: a positive int
+        makes every MLP an `snt.MixtureOfExperts` (attribute `mlp_experts`,
+        variables `block_0/mlp_experts/w_in`, `.../router/w`, ...) of experts
+        with the blocks' `activation`, `mlp_hidden_size`, `mlp_bias` and
+        `w_init`. Default None: dense MLPs. A sequence (ints or None) is a
+        per-layer pattern cycled over the blocks, as `window`'s: `[None, 8]`
+        makes blocks 1, 3, ... mixtures of 8 experts (every other layer, as
+        GShard and the Switch Transformer). With `stacked=True` every layer
+        must get the same.
+      top_k: Experts per token (`snt.MixtureOfExperts`' `top_k`, at most
+        `num_experts`); default None means its default, 2.
+      gating: `"softmax"` or `"sigmoid"` (`snt.MixtureOfExperts`' `gating`);
+        default None means `"softmax"`.
+      normalize_gates: As `snt.MixtureOfExperts`' (default None: True for
+        `top_k > 1`).
+      capacity_factor: A positive number: each expert takes at most that
+        multiple of its even share of a call's tokens and the others are
+        dropped (static shapes: XLA compiles it); default None: dropless
+        (not under XLA). A call's capacity counts that call's tokens, so
+        decoding one position at a time may drop other assignments than a
+        call over the whole sequence; dropless decoding equals it.
+      shared_expert: Whether each mixture has a shared expert (a dense MLP
+        of `mlp_hidden_size` every token runs through); default False.
+        The options `top_k` to `shared_expert` need `num_experts`.
       name: Module name (default `transformer`).
 
     Shapes:
@@ -630,6 +727,15 @@ class Transformer(base.Module):
     >>> bool(tf.reduce_all(
     ...     tf.abs(tf.concat(steps, axis=1) - transformer(x)) < 1e-4))
     True
+
+    With mixture-of-experts MLPs, a training step adds their auxiliary
+    losses, summed over the blocks:
+
+    >>> moe = snt.nets.Transformer(
+    ...     num_layers=2, num_heads=2, model_size=8, num_experts=4, top_k=2)
+    >>> y, aux_losses = moe(x, return_aux_losses=True)
+    >>> y.shape, sorted(aux_losses)
+    (TensorShape([3, 5, 8]), ['load_balancing', 'router_z'])
     """
 
     _TF_MODULE_IGNORED_PROPERTIES = base.Module._TF_MODULE_IGNORED_PROPERTIES | {
@@ -665,6 +771,14 @@ class Transformer(base.Module):
         window: int | None | Sequence[int | None] = None,
         rotary_scaling: dict[str, Any] | None = None,
         drop_path_rate: Any = 0.0,
+        chunked: bool | None = None,
+        chunk_size: int = 512,
+        num_experts: int | None | Sequence[int | None] = None,
+        top_k: int | None = None,
+        gating: str | None = None,
+        normalize_gates: bool | None = None,
+        capacity_factor: float | None = None,
+        shared_expert: bool = False,
         name: str | None = None,
     ):
         num_layers = checks.size("num_layers", num_layers)
@@ -679,7 +793,18 @@ class Transformer(base.Module):
                 "`stacked=False`)",
                 drop_path_rate,
             )
-        windows = _window_pattern(window, num_layers, stacked)
+        windows = _layer_pattern("window", window, num_layers, stacked, "window")
+        experts = _layer_pattern(
+            "num_experts", num_experts, num_layers, stacked, "number of experts"
+        )
+        expert_options = _expert_options(
+            any(e is not None for e in experts),
+            top_k=top_k,
+            gating=gating,
+            normalize_gates=normalize_gates,
+            capacity_factor=capacity_factor,
+            shared_expert=shared_expert,
+        )
         args = _block_args(
             num_heads,
             model_size,
@@ -731,10 +856,20 @@ class Transformer(base.Module):
                 window=args.window,
                 rotary_scaling=args.rotary_scaling,
             ),
+            chunked=chunked,
+            chunk_size=chunk_size,
         )
+
+        def block_experts(count: int | None) -> dict[str, Any]:
+            if count is None:
+                return {}
+            return {"num_experts": count, **expert_options}
+
         if stacked:
             self.stack = layer_stack_lib.LayerStack(
-                functools.partial(make_block, name="block"),
+                functools.partial(
+                    make_block, name="block", **block_experts(experts[0])
+                ),
                 num_layers,
                 remat=remat,
                 name="stack",
@@ -747,8 +882,9 @@ class Transformer(base.Module):
                 make_block(
                     name=f"block_{i}",
                     **_block_options(drop_path_rate=r or None, window=w),
+                    **block_experts(e),
                 )
-                for i, (r, w) in enumerate(zip(rates, windows, strict=True))
+                for i, (r, w, e) in enumerate(zip(rates, windows, experts, strict=True))
             ]
             blocks = tuple(self.blocks)
         self.final_norm = _norm(args.norm, "final_norm", args.norm_eps)
@@ -776,7 +912,8 @@ class Transformer(base.Module):
         is_training: Any = False,
         mask: tf.Tensor | None = None,
         cache: Sequence[attention_lib.AttentionCache] | None = None,
-    ) -> tf.Tensor | tuple[tf.Tensor, tuple[attention_lib.AttentionCache, ...]]:
+        return_aux_losses: bool = False,
+    ) -> Any:
         """Applies the blocks and the final norm.
 
         Args:
@@ -792,20 +929,34 @@ class Transformer(base.Module):
             previous call): one `snt.AttentionCache` per block. `inputs` are
             then the next `time` positions of the sequences in the cache.
             Only with `causal=True`.
+          return_aux_losses: Whether to return the auxiliary losses of the
+            mixture-of-experts MLPs too (default False): a Python bool. Only
+            with `num_experts`, and not with `cache` (decoding needs no
+            training losses).
 
         Returns:
           The outputs `[batch, time, model_size]`; with `cache`, the pair
-          `(outputs, new_cache)`, `new_cache` holding the inputs' positions too.
+          `(outputs, new_cache)`, `new_cache` holding the inputs' positions
+          too; with `return_aux_losses=True`, the pair `(outputs,
+          aux_losses)`: `{"load_balancing": ..., "router_z": ...}` (see
+          `snt.MixtureOfExperts`), each the sum over the blocks with experts
+          of that block's loss, a float32 scalar. Add them to the training
+          loss with small weights (typically 1e-2 and 1e-3).
 
         Raises:
           ValueError: if `inputs` is not `[batch, time, model_size]`, or
             `cache` does not have one entry per block or is given to a
-            non-causal Transformer.
+            non-causal Transformer, or `return_aux_losses` is True without
+            experts or with `cache`.
           TypeError: if `inputs` is not floating point, or `cache` is not a
             sequence.
         """
         training = _training(is_training)
         x = _check_inputs(inputs, self.model_size)
+        if return_aux_losses is not False and _aux_flag(
+            return_aux_losses, cache, self._has_experts()
+        ):
+            return self._call_with_losses(x, training, mask)
         if self.stacked:
             return self._stacked_call(x, training, mask, cache)
         blocks = self._block_calls
@@ -836,6 +987,35 @@ class Transformer(base.Module):
             )
             new_cache.append(layer_cache)
         return self.final_norm(x), tuple(new_cache)
+
+    def _has_experts(self) -> bool:
+        blocks = (self.stack.layer,) if self.stacked else self._block_tuple
+        return any(getattr(b, "num_experts", None) is not None for b in blocks)
+
+    def _call_with_losses(
+        self, x: tf.Tensor, training: bool | tf.Tensor, mask: tf.Tensor | None
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """The outputs and the experts' auxiliary losses, summed over blocks."""
+        if self.stacked:
+            # Each layer's losses come out of the loop as per-layer outputs.
+            x, per_layer = self.stack(
+                x,
+                is_training=training,
+                mask=mask,
+                return_aux_losses=True,
+                per_layer={},
+            )
+            losses = {k: tf.reduce_sum(v, axis=0) for k, v in per_layer.items()}
+            return self.final_norm(x), losses
+        totals: dict[str, list[tf.Tensor]] = {}
+        for block, call in zip(self._block_tuple, self._block_calls):
+            if getattr(block, "num_experts", None) is None:
+                x = call(x, is_training=training, mask=mask)
+                continue
+            x, losses = call(x, is_training=training, mask=mask, return_aux_losses=True)
+            for name, loss in losses.items():
+                totals.setdefault(name, []).append(loss)
+        return self.final_norm(x), {k: tf.add_n(v) for k, v in totals.items()}
 
     def _stacked_call(
         self,
