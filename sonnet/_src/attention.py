@@ -253,6 +253,17 @@ class MultiHeadAttention(base.Module):
     >>> y, cache = mha(x[:, :1], cache=cache)
     >>> y.shape, int(cache.index)
     (TensorShape([2, 1, 32]), 1)
+
+    Packed documents, with their own boundaries in each example (a
+    `mask_fn` result `[B, 1, Tq, Sk]`), and attention dropout in training:
+
+    >>> ids = tf.constant([[0, 0, 1, 1, 1], [0, 0, 0, 0, 1]])
+    >>> def same_document(q, k):
+    ...     same = tf.gather(ids, q, axis=1) == tf.gather(ids, k, axis=1)
+    ...     return ((k <= q) & same)[:, None]
+    >>> drop = snt.MultiHeadAttention(num_heads=4, key_size=8, dropout_rate=0.1)
+    >>> drop(x, mask_fn=same_document, is_training=True).shape
+    TensorShape([2, 5, 32])
     """
 
     # The dtype of the first inputs; None until the module is built.
