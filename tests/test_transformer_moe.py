@@ -450,3 +450,29 @@ def test_bad_return_aux_losses():
             moe(x, cache=cache, return_aux_losses=True)
         # A false value is the plain call.
         np.testing.assert_array_equal(moe(x, return_aux_losses=0), moe(x))
+
+
+def test_mixed_precision_keeps_the_losses_in_float32():
+    model = snt.nets.Transformer(**_SMALL, num_experts=3, capacity_factor=2.0)
+    x = _data(2, 4, 8, seed=9)
+    expected, expected_losses = model(x, return_aux_losses=True)
+    snt.precision.apply(model, "mixed_bfloat16")
+    with tf.GradientTape() as tape:
+        outputs, losses = model(x, return_aux_losses=True)
+        loss = tf.reduce_sum(tf.cast(outputs, tf.float32)) + losses["router_z"]
+    assert outputs.dtype == tf.bfloat16
+    assert {v.dtype for v in losses.values()} == {tf.float32}
+    np.testing.assert_allclose(tf.cast(outputs, tf.float32), expected, atol=0.1)
+    np.testing.assert_allclose(
+        losses["load_balancing"], expected_losses["load_balancing"], rtol=0.1
+    )
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None and g.dtype == tf.float32 for g in grads)
+
+
+def test_chunked_attention_of_an_empty_sequence_is_the_dense_result():
+    # A static length of 0 is no blocks: the dense path answers.
+    model = snt.nets.Transformer(**_SMALL, causal=True, chunked=True, chunk_size=2)
+    mha = model.blocks[0].attention
+    assert model(tf.zeros([2, 0, 8])).shape == [2, 0, 8]
+    assert mha(tf.ones([2, 3, 8]), tf.zeros([2, 0, 8])).shape == [2, 3, 8]

@@ -718,7 +718,9 @@ class MultiHeadAttention(base.Module):
             ):
                 return self.chunk_size
             return None
-        return self.chunk_size if self.chunked else None
+        if not self.chunked or _empty(time) or _empty(key_time):
+            return None  # Nothing to split in blocks: the dense path's result.
+        return self.chunk_size
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
     def _mask(
@@ -1089,6 +1091,11 @@ def _cast_inputs(
     if value is key:
         return q, k, k
     return q, k, q if value is query else precision.cast(value, dtype)
+
+
+def _empty(length: Any) -> bool:
+    """Whether a sequence length is a static 0."""
+    return type(length) is int and length == 0
 
 
 def _project(

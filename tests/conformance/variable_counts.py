@@ -135,6 +135,10 @@ VARIABLE_COUNTS: dict[str, int] = {
     "Transformer-mask": 18,
     "Transformer-dropout-train": 18,
     "Transformer-cache": 18,
+    "Transformer-experts-capacity-swiglu-shared-aux-losses": 52,
+    "Transformer-experts-pattern-dropless": 35,
+    "Transformer-stacked-experts-aux-losses": 19,
+    "Transformer-chunked": 18,
     "TransformerBlock": 16,
     "TransformerBlock-cache": 14,
     # Stacked: one variable per block variable, with a leading layer axis.

@@ -28,6 +28,15 @@ def _decode(module: Any, x: tf.Tensor, cache: Any) -> Any:
     return module(x, cache=cache)
 
 
+def _with_aux_losses(module: Any, x: tf.Tensor) -> Any:
+    outputs, losses = module(x, return_aux_losses=True)
+    # The losses stay float32 under a `snt.precision` policy (the routers
+    # compute in float32; tests/test_transformer_moe.py checks that): here
+    # they take the outputs' dtype, which the policy suite expects of every
+    # output.
+    return outputs, {k: tf.cast(v, outputs.dtype) for k, v in losses.items()}
+
+
 def _padding_mask() -> tf.Tensor:
     # The second sequence has 2 real positions of 4.
     lengths = tf.constant([4, 2])
@@ -89,6 +98,43 @@ CASES = [
         {**_SMALL, "num_layers": 1, "causal": True, "rotary": True},
         lambda: (_sequence(2, 2, 8), (_cache(2, 4),)),
         _decode,
+    ),
+    # Mixture-of-experts MLPs: a capacity factor compiles with XLA, dropless
+    # routing does not (a clean error naming `capacity_factor`).
+    _case(
+        "Transformer-experts-capacity-swiglu-shared-aux-losses",
+        _T,
+        {
+            **_SMALL,
+            "activation": "swiglu",
+            "num_experts": 4,
+            "capacity_factor": 1.5,
+            "shared_expert": True,
+        },
+        lambda: (_sequence(2, 4, 8),),
+        _with_aux_losses,
+    ),
+    dataclasses.replace(
+        _case(
+            "Transformer-experts-pattern-dropless",
+            _T,
+            {**_SMALL, "num_experts": [None, 3], "top_k": 1, "causal": True},
+            lambda: (_sequence(2, 4, 8),),
+        ),
+        xla=False,
+    ),
+    _case(
+        "Transformer-stacked-experts-aux-losses",
+        _T,
+        {**_SMALL, "stacked": True, "num_experts": 3, "capacity_factor": 2.0},
+        lambda: (_sequence(2, 4, 8),),
+        _with_aux_losses,
+    ),
+    _case(
+        "Transformer-chunked",
+        _T,
+        {**_SMALL, "num_layers": 1, "causal": True, "chunked": True, "chunk_size": 2},
+        lambda: (_sequence(2, 5, 8),),
     ),
     _case(
         "TransformerBlock",
