@@ -28,10 +28,14 @@ def _numpy_keep(seed, rate, batch, heads, time, key_time):
     `t` on key `s` in head `h` of example `b` is kept, else 0."""
     s0, s1 = (np.array([v], np.uint32) for v in seed)  # Arrays wrap quietly.
     h = _mix(_mix(s0 ^ np.uint32(0x9E3779B9)) ^ s1)
-    for axis, size in enumerate((batch, heads, time, key_time)):
+    for axis, size in enumerate((batch, heads, time)):
         shape = [1, 1, 1, 1]
         shape[axis] = size
         h = _mix(h ^ np.arange(size, dtype=np.uint32).reshape(shape))
+    # Keys: the row's state xor the key's hash, then two multiplies.
+    h = h ^ _mix(np.arange(key_time, dtype=np.uint32))
+    h = h * np.uint32(0x7FEB352D)
+    h = (h ^ (h >> np.uint32(15))) * np.uint32(0x846CA68B)
     kept = h.astype(np.float32) >= np.float32(rate) * np.float32(2.0**32)
     return np.where(kept, 1 / (1 - np.float32(rate)), 0).astype(np.float32)
 
@@ -218,9 +222,20 @@ def test_the_rate_of_dropped_weights_and_their_scale(rate):
     for axis in range(5):
         others = tuple(a for a in range(5) if a != axis)
         assert np.all(np.abs(dropped.mean(others) - rate) < 0.06)
-    # Neighbouring keys are independent.
-    both = (dropped[..., 1:] & dropped[..., :-1]).mean()
-    assert abs(both - rate**2) < 0.01
+    # Neighbouring keys and queries are independent, also in 2 x 2 blocks.
+    for pair in (
+        dropped[..., 1:] & dropped[..., :-1],
+        dropped[..., 1:, :] & dropped[..., :-1, :],
+        dropped[..., 1:, 1:] & dropped[..., :-1, :-1],
+    ):
+        assert abs(pair.mean() - rate**2) < 0.01
+    parity = (
+        dropped[..., 1:, 1:]
+        ^ dropped[..., :-1, 1:]
+        ^ dropped[..., 1:, :-1]
+        ^ dropped[..., :-1, :-1]
+    )
+    assert abs(parity.mean() - (1 - (1 - 2 * rate) ** 4) / 2) < 0.01
     # The mean of the kept weights' factors is 1: unbiased outputs.
     assert abs(factors.mean() - 1) < 0.02 / (1 - rate)
 
