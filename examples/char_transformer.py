@@ -10,6 +10,8 @@ held-out character, against 3.0 for character frequencies alone.
     python examples/char_transformer.py             # 5-8 minutes on 2 CPU cores
     python examples/char_transformer.py --quick     # a few seconds of training
     python examples/char_transformer.py --modules json typing --steps 3000
+    python examples/char_transformer.py --window 32 none    # local, global, ...
+    python examples/char_transformer.py --experts 4 --top-k 1   # sparse MLPs
 
 What it shows: `snt.Embed` + `snt.nets.Transformer(causal=True, rotary=True)` +
 `snt.Linear` as a language model, trained with `snt.optimizers.AdamW` and a
@@ -20,6 +22,13 @@ against recomputing every prefix without the cache; a loss curve (`loss.png`),
 the sample (`sample.txt`) and a `tf.train.Checkpoint`, reloaded into a fresh
 model, in `--out` (default `examples/out/char_transformer`); TensorBoard logs
 in `--logdir`.
+
+Options of the Transformer: `--window` gives the blocks local attention
+(each character sees the last N; a list is a per-layer pattern cycled over
+the blocks, `none` for global attention), and `--experts` makes every
+block's MLP a mixture of experts (`snt.MixtureOfExperts`, `--top-k` experts
+per character), trained with its load-balancing and router z-losses added
+to the loss.
 """
 
 from __future__ import annotations
@@ -60,10 +69,48 @@ def parse_args() -> argparse.Namespace:
         "characters to generate (default: to fill the context; the model "
         "has not seen positions past it)",
     )
+    parser.add_argument(
+        "--window",
+        nargs="+",
+        type=window_size,
+        help="local attention: each character attends to the last N (itself "
+        "included); several values are a per-layer pattern cycled over the "
+        "blocks, `none` for global attention (e.g. `--window 32 none`; "
+        "default: global attention everywhere)",
+    )
+    parser.add_argument(
+        "--experts",
+        type=int,
+        help="make every block's MLP a mixture of this many experts (default: "
+        "dense MLPs)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        help="experts per character with --experts (default: 2, or 1 for 1 expert)",
+    )
     args = parser.parse_args()
     tools.finish_arguments(args)
     tools.finish_char_model_arguments(parser, args)
+    if args.experts is None:
+        if args.top_k is not None:
+            parser.error("--top-k needs --experts")
+    elif args.experts < 1:
+        parser.error(f"--experts ({args.experts}) must be at least 1")
+    elif args.top_k is None:
+        args.top_k = min(2, args.experts)
+    elif not 1 <= args.top_k <= args.experts:
+        parser.error(f"--top-k ({args.top_k}) must be in [1, --experts]")
     return args
+
+
+def window_size(text: str) -> int | None:
+    """A `--window` value: a positive int, or `none` (global attention)."""
+    if text.lower() == "none":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive int or none")
+    return int(text)
 
 
 def source_text(modules: list[str]) -> str:
@@ -102,11 +149,16 @@ class CharLM(snt.Module):
     characters and the output head around it are ordinary Sonnet modules.
     Rotary embeddings encode positions inside attention: there is no
     position table, and the decoding cache knows where each new character
-    goes.
+    goes. `args.window`, `args.experts` and `args.top_k` (see
+    `parse_args`; `char_transformer_lora.py`'s arguments have none of them)
+    choose local attention and mixture-of-experts MLPs.
     """
 
     def __init__(self, vocab_size: int, args: argparse.Namespace):
         super().__init__(name="char_lm")
+        window = getattr(args, "window", None)
+        experts = getattr(args, "experts", None)
+        self.has_experts = experts is not None
         self.embed = snt.Embed(vocab_size, args.width)
         self.transformer = snt.nets.Transformer(
             num_layers=args.layers,
@@ -115,14 +167,27 @@ class CharLM(snt.Module):
             dropout_rate=args.dropout,
             causal=True,
             rotary=True,
+            window=window,
+            num_experts=experts,
+            top_k=args.top_k if self.has_experts else None,
         )
         self.head = snt.Linear(vocab_size, name="head")
 
     def __call__(
-        self, tokens: tf.Tensor, is_training: bool = False, cache: Any = None
+        self,
+        tokens: tf.Tensor,
+        is_training: bool = False,
+        cache: Any = None,
+        return_aux_losses: bool = False,
     ) -> Any:
-        """Logits `[B, T, vocab]`; with a cache, `(logits, new_cache)`."""
+        """Logits `[B, T, vocab]`; with a cache, `(logits, new_cache)`; with
+        `return_aux_losses` (experts only), `(logits, aux_losses)`."""
         x = self.embed(tokens)
+        if return_aux_losses:
+            y, losses = self.transformer(
+                x, is_training=is_training, return_aux_losses=True
+            )
+            return self.head(y), losses
         if cache is None:
             return self.head(self.transformer(x, is_training=is_training))
         y, cache = self.transformer(x, is_training=is_training, cache=cache)
@@ -183,6 +248,12 @@ def xent(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
     )
 
 
+# Weights of the experts' auxiliary losses in the training loss (the Switch
+# Transformer's 1e-2 for load balancing, ST-MoE's 1e-3 for the router z-loss).
+_LOAD_BALANCING_WEIGHT = 1e-2
+_ROUTER_Z_WEIGHT = 1e-3
+
+
 def train(
     model: CharLM,
     optimizer: Any,
@@ -197,17 +268,25 @@ def train(
     """Trains `model.trainable_variables` on random windows of `data`.
 
     Each step predicts every next character of `batch_size` windows of
-    `context + 1` characters; the mean training loss of every 10 steps is
-    logged to TensorBoard as `tag`. Returns each step's loss.
+    `context + 1` characters (with experts, their auxiliary losses are added
+    to the loss the optimizer sees); the mean training loss of every 10
+    steps is logged to TensorBoard as `tag`. Returns each step's
+    cross-entropy.
     """
 
     @tf.function
     def train_step(tokens: tf.Tensor) -> tf.Tensor:
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         with tf.GradientTape() as tape:
-            loss = xent(model(inputs, is_training=True), targets)
+            if model.has_experts:
+                logits, aux = model(inputs, is_training=True, return_aux_losses=True)
+                loss = xent(logits, targets)
+                total = loss + _LOAD_BALANCING_WEIGHT * aux["load_balancing"]
+                total += _ROUTER_Z_WEIGHT * aux["router_z"]
+            else:
+                total = loss = xent(model(inputs, is_training=True), targets)
         params = model.trainable_variables
-        optimizer.apply(tape.gradient(loss, params), params)
+        optimizer.apply(tape.gradient(total, params), params)
         return loss
 
     window = np.arange(context + 1)
@@ -266,6 +345,14 @@ def main(args: argparse.Namespace) -> None:
     )
 
     model = CharLM(vocab_size, args)
+    if args.window:
+        pattern = [block.attention.window for block in model.transformer.blocks]
+        print(f"attention windows per block: {pattern}")
+    if args.experts:
+        print(
+            f"MLPs: mixtures of {args.experts} experts, {args.top_k} per character "
+            "(snt.MixtureOfExperts)"
+        )
     optimizer = make_optimizer(args.learning_rate, args.steps)
     # Traced on a spec, nothing run: this also builds the model.
     spec = tf.TensorSpec([args.batch_size, args.context], tf.int32)
@@ -292,6 +379,17 @@ def main(args: argparse.Namespace) -> None:
         f"(character frequencies alone: {baseline:.3f} nats/char)"
     )
     tf.summary.scalar("validation/loss", valid_loss, step=args.steps)
+    if args.experts:
+        # How evenly the routers spread held-out characters over the experts.
+        _, aux = model(windows[:64, :-1], return_aux_losses=True)
+        print(
+            tools.wrap(
+                f"experts on held-out text: load-balancing loss "
+                f"{float(aux['load_balancing']):.3f} summed over {args.layers} "
+                f"block(s) (1 per block: characters spread evenly), router z-loss "
+                f"{float(aux['router_z']):.3f}"
+            )
+        )
 
     # Sampling: the prompt fills the cache in one call, then each new
     # character is one call on a single position. The loop runs in the graph.

@@ -324,6 +324,40 @@ def test_char_transformer_rejects_a_width_not_divisible_by_the_heads(tmp_path):
     assert "--width (30) must be a multiple of --heads" in result.stderr
 
 
+def test_char_transformer_with_local_attention_and_experts(tmp_path):
+    stdout = run_example(
+        "char_transformer.py",
+        tmp_path,
+        *("--layers", "2", "--window", "8", "none"),
+        *("--experts", "4", "--top-k", "1", "--steps", "20"),
+    )
+    assert "attention windows per block: [8, None]" in stdout
+    assert "MLPs: mixtures of 4 experts, 1 per character" in stdout
+    match = re.search(r"load-balancing loss ([0-9.]+) summed over 2 block", stdout)
+    assert match and float(match.group(1)) >= 2 - 1e-3, stdout  # At least 1 each.
+    assert re.search(r"validation loss: [0-9.]+ nats/char", stdout)
+    match = re.search(r"recomputing each prefix: max \|diff\| (\S+)", stdout)
+    assert match and float(match.group(1)) < 1e-4, stdout
+    assert re.search(r"checkpoint .*: reloaded outputs match", stdout)
+    assert_fits(stdout)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--experts", "2", "--top-k", "3"], "--top-k (3) must be in [1, --experts]"),
+        (["--top-k", "1"], "--top-k needs --experts"),
+        (["--experts", "0"], "--experts (0) must be at least 1"),
+        (["--window", "0"], "'0' is not a positive int or none"),
+    ],
+)
+def test_char_transformer_rejects_bad_window_and_expert_flags(tmp_path, flags, message):
+    command = [sys.executable, str(EXAMPLES / "char_transformer.py"), *flags]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
 def lora_numbers(stdout: str) -> dict[str, float]:
     """The parameter counts and losses `char_transformer_lora.py` prints."""
     patterns = {
