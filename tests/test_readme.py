@@ -60,6 +60,8 @@ def test_readme_code_runs(tmp_path, monkeypatch, capsys):
         "(2, 10, 64)\n(1, 3, 100)\n(1, 5)",
         "6 transformer/stack/block/attention/key\n[[4, 16, 2], [4, 2, 16]]",
         "[4, None, 4, None]\n[4, 12, 4, 12]",
+        "[None, 4, None, 4] ['load_balancing', 'router_z']\n"
+        "['transformer/block_1/mlp_experts/b_in:0', ",
         "['config.json', 'model.safetensors']\nllama 2",
         "(32, 16) True",
         "(2, 6)\ngreedy = argmax of each prefix: True\nseeded: True",
