@@ -241,6 +241,16 @@ def test_causal_lm_runs_and_decodes_with_experts():
     np.testing.assert_allclose(
         tf.concat([first, last], 1), logits, rtol=1e-4, atol=1e-5
     )
+    # The training losses pass through; decoding refuses them.
+    same, losses = lm(tokens, return_aux_losses=True)
+    np.testing.assert_allclose(same, logits, rtol=1e-6)
+    _, expected = transformer(lm.embed(tokens), return_aux_losses=True)
+    np.testing.assert_allclose(losses["router_z"], expected["router_z"], rtol=1e-6)
+    with pytest.raises(ValueError, match="`return_aux_losses` must be False with"):
+        lm(tokens[:, :1], cache=lm.initial_cache(1, 2), return_aux_losses=True)
+    # No Hugging Face family has these blocks: `snt.hf.save` says so.
+    with pytest.raises(ValueError, match="`model` must have dense MLPs"):
+        snt.hf.save(lm, "unused")
 
 
 @pytest.mark.parametrize("stacked", [False, True])

@@ -422,6 +422,14 @@ def from_model(model: Any, extra: dict[str, Any] | None = None) -> Spec:
             "Transformer with `snt.nets.copy_transformer_weights`",
             "a stacked Transformer",
         )
+    experts = [getattr(b, "num_experts", None) for b in transformer.blocks]
+    if any(e is not None for e in experts):
+        raise errors.bad_value(
+            "model",
+            "must have dense MLPs: no supported family has mixture-of-experts "
+            "blocks (the Transformer's `num_experts`)",
+            f"a Transformer with num_experts={experts}",
+        )
     block = transformer.blocks[0]
     attention = block.attention
     learned = model.max_positions is not None

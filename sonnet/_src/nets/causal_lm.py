@@ -185,6 +185,7 @@ class CausalLM(base.Module):
         mask: tf.Tensor | None = None,
         cache: Any = None,
         logits_to_keep: int | None = None,
+        return_aux_losses: bool = False,
     ) -> tf.Tensor | tuple[tf.Tensor, Any]:
         """The logits of the next token at every position (or the last few).
 
@@ -202,10 +203,14 @@ class CausalLM(base.Module):
             of that name. Reading a prompt to generate from needs only the
             last position's, and the head is the largest matmul of a small
             model (`snt.hf.generate` passes 1).
+          return_aux_losses: Whether to return the auxiliary losses of a
+            Transformer with mixture-of-experts MLPs too (default False), as
+            `snt.nets.Transformer`'s; not with `cache`.
 
         Returns:
           Logits `[batch, time, vocab_size]` (`[batch, logits_to_keep,
-          vocab_size]`); with `cache`, the pair `(logits, new_cache)`.
+          vocab_size]`); with `cache`, the pair `(logits, new_cache)`; with
+          `return_aux_losses=True`, the pair `(logits, aux_losses)`.
 
         Raises:
           TypeError: if `tokens` is not an integer tensor.
@@ -231,9 +236,22 @@ class CausalLM(base.Module):
                 positions += tf.cast(cache_index(cache), tf.int32)
             x += tf.cast(self.positions(positions), x.dtype)
         if cache is None:
+            if return_aux_losses is not False and checks.flag(
+                "return_aux_losses", return_aux_losses
+            ):
+                h, losses = self.transformer(
+                    x, is_training=is_training, mask=mask, return_aux_losses=True
+                )
+                return self._logits(h, table, keep), losses
             h = self.transformer(x, is_training=is_training, mask=mask)
             return self._logits(cast(tf.Tensor, h), table, keep)
-        h, cache = self.transformer(x, is_training=is_training, mask=mask, cache=cache)
+        h, cache = self.transformer(
+            x,
+            is_training=is_training,
+            mask=mask,
+            cache=cache,
+            return_aux_losses=return_aux_losses,
+        )
         return self._logits(h, table, keep), cache
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
