@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import sonnet as snt
+from sonnet._src.hf import checkpoint, files, layout
 from sonnet._src.hf import config as config_lib
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "hf_fixtures"
@@ -415,6 +416,99 @@ def test_load_refuses_duplicate_names(tmp_path):
     folder = _copy("gpt2", tmp_path)
     _rewrite(folder, lambda t: t.update({"wte.weight": t["transformer.wte.weight"]}))
     with pytest.raises(ValueError, match="must hold 'transformer.wte.weight' once"):
+        snt.hf.load(folder)
+
+
+def _file_tensors(folder: pathlib.Path) -> dict[str, np.ndarray]:
+    """Every tensor of the safetensors files in `folder`, parsed here with
+    NumPy (independently of `snt.hf`'s reader)."""
+    import ml_dtypes
+
+    dtypes = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16}
+    tensors = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        data = path.read_bytes()
+        size = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + size])
+        header.pop("__metadata__", None)
+        for key, info in header.items():
+            begin, end = info["data_offsets"]
+            raw = data[8 + size + begin : 8 + size + end]
+            array = np.frombuffer(raw, dtypes[info["dtype"]])
+            tensors[key] = array.reshape(info["shape"])
+    return tensors
+
+
+def _assert_loaded_from_files(model, folder: pathlib.Path) -> None:
+    """Every variable of `model` holds its tensor of the files in `folder`
+    (cast by TensorFlow to the variable's dtype), none is left out."""
+    tensors = _file_tensors(folder)
+    spec = checkpoint.spec(folder)
+    found = layout.entries(model, spec.layout)
+    filled = [v.ref() for entry in found for v in entry.parts]
+    assert set(filled) == {v.ref() for v in model.variables}
+    assert len(filled) == len(model.variables)
+    for entry in found:
+        parts = [v.numpy() for v in entry.parts]
+        ours = np.concatenate(parts, entry.axis) if len(parts) > 1 else parts[0]
+        if entry.transpose:
+            ours = ours.T
+        dtype = entry.parts[0].dtype
+        expected = tf.cast(tf.constant(tensors[entry.key]), dtype).numpy()
+        np.testing.assert_array_equal(ours, expected, err_msg=entry.key)
+
+
+@pytest.mark.parametrize("case", [*FAMILIES, "llama3_bf16", "llama3_sharded"])
+def test_every_loaded_weight_is_the_files(case):
+    folder = FIXTURES / case
+    _assert_loaded_from_files(snt.hf.load(folder), folder)
+
+
+@pytest.mark.parametrize(
+    "case, policy",
+    [
+        ("gpt2", None),  # c_attn: one tensor split into three variables.
+        ("llama3", None),  # Transposed projections, a tied table.
+        ("llama3_bf16", None),  # Cast from bfloat16.
+        ("llama3", "bfloat16"),  # Cast to bfloat16 variables.
+        ("llama3_sharded", None),
+    ],
+)
+@pytest.mark.parametrize("block_bytes", [1, 100])
+def test_load_in_tiny_blocks(case, policy, block_bytes, monkeypatch):
+    # Blocks of one row, or a few, of each tensor; reads of 7 bytes, which
+    # end inside elements; transposed copies 3 columns at a time; every
+    # array, however small, in memory of its own (mapped, taken over by
+    # TensorFlow through DLPack): the paths the fixtures are too small for.
+    monkeypatch.setattr(files, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(files, "READ_BYTES", 7)
+    monkeypatch.setattr(files, "OWN_MEMORY_BYTES", 1)
+    monkeypatch.setattr(checkpoint, "_COLUMNS", 3)
+    precision = None if policy is None else snt.precision.Policy(policy, policy)
+    model = snt.hf.load(FIXTURES / case, precision=precision)
+    _assert_loaded_from_files(model, FIXTURES / case)
+    if policy is None:
+        reference = _reference(case)
+        _assert_logits(model(tf.constant(reference["tokens"])), reference["logits"])
+    # The variables' memory is writable in place (as an optimizer updates it).
+    w = model.transformer.blocks[0].mlp_out.w
+    before = w.numpy()
+    w.assign_sub(w)
+    assert not np.any(w.numpy()) and np.any(before)
+
+
+def test_load_reports_a_file_cut_while_reading(tmp_path, monkeypatch):
+    folder = _copy("llama2", tmp_path)
+    path = folder / "model.safetensors"
+    check = checkpoint.check_tensors
+
+    def check_then_cut(*args):
+        names = check(*args)  # The headers were read whole: now cut the file.
+        path.write_bytes(path.read_bytes()[:-100])
+        return names
+
+    monkeypatch.setattr(checkpoint, "check_tensors", check_then_cut)
+    with pytest.raises(ValueError, match="readable safetensors file .the file ends"):
         snt.hf.load(folder)
 
 

@@ -5,25 +5,29 @@ A directory holds `model.safetensors`, or shards `model-0000i-of-0000n
 .safetensors` listed by `model.safetensors.index.json` (`weight_map`: tensor
 name -> file). `Reader` checks every header first (names, shapes, dtypes; a
 truncated file fails there), so a caller can validate everything before it
-changes anything, and then reads one tensor, or one block of a tensor's rows,
-at a time.
+changes anything, and then reads each tensor whole into a buffer of the
+caller's, or in blocks of its rows.
 
 Tensors are read with plain file reads at the offsets the header gives, not
 through a memory map: the pages of a mapped file count in the process's
 resident memory until it is closed, so reading a model through one (as
 `safetensors.safe_open(...).get_tensor` does) holds the file and the
-model's variables at once, twice the model. With reads only the block in
-hand is extra.
+model's variables at once, twice the model; and a file that shrinks while
+it is mapped kills the process (SIGBUS) where a read reports the short
+file. With reads only the block in hand is extra.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import mmap
 import pathlib
 import re
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -142,55 +146,132 @@ class Reader:
 
     def read(self, keys: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         """`(key, array)` for `keys`, one whole tensor at a time."""
-        for key, _, array in self.read_rows(keys, None):
-            yield key, array
+        with self.open_tensors(keys) as sources:
+            for key, source in sources:
+                array = empty(source.shape, source.dtype)
+                source.read_into(array)
+                yield key, array
 
-    def read_rows(
-        self, keys: Iterable[str], max_bytes: int | None, block_bytes: int = 0
-    ) -> Iterator[tuple[str, slice | None, np.ndarray]]:
-        """`(key, rows, array)` for `keys`, each file opened once.
-
-        A tensor of more than `max_bytes` (None: no limit) comes in blocks of
-        whole rows (along its first axis) of at most `block_bytes` (default
-        0: `max_bytes`; one row at least): `array` holds `tensor[rows]`. A
-        tensor read whole has `rows` None. Arrays are C-contiguous and
-        aligned to `ALIGNMENT` bytes.
-        """
+    @contextlib.contextmanager
+    def open_tensors(self, keys: Iterable[str]) -> Iterator[list[tuple[str, Source]]]:
+        """`(key, source)` for `keys` while their files are open (each once),
+        in the order of the files' bytes. Sources can be read in parallel
+        threads."""
         by_file: dict[str, list[str]] = {}
         for key in keys:
             by_file.setdefault(self.tensors[key][0], []).append(key)
-        for name, names in by_file.items():
-            path = self.directory / name
-            try:
-                starts = _data_starts(path)
-                with open(path, "rb", buffering=0) as f:
-                    for key in names:
-                        _, dtype, shape = self.tensors[key]
-                        size = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype]
-                        step = None
-                        if max_bytes is not None and size > max_bytes:
-                            step = block_bytes or max_bytes
-                        for rows, array in _blocks(
-                            f, starts[key], numpy_dtype(dtype), shape, step
-                        ):
-                            yield key, rows, array
-            except (OSError, ValueError, KeyError) as e:
-                raise errors.bad_value(
-                    str(path), f"must be a readable safetensors file ({e})", name
-                ) from e
+        scratch = threading.local()
+        with contextlib.ExitStack() as stack:
+            sources: list[tuple[str, Source]] = []
+            for name, names in by_file.items():
+                path = self.directory / name
+                try:
+                    starts = _data_starts(path)
+                    file = stack.enter_context(open(path, "rb", buffering=0))
+                except (OSError, ValueError, KeyError) as e:
+                    raise _unreadable(path, e) from e
+                opened = _File(file, path, threading.Lock(), scratch)
+                for key in sorted(names, key=lambda k: starts[k]):
+                    _, dtype, shape = self.tensors[key]
+                    source = Source(opened, starts[key], numpy_dtype(dtype), shape)
+                    sources.append((key, source))
+            yield sources
 
 
-# Alignment of the arrays `Reader` returns: TensorFlow's (Eigen's largest),
-# so that they can become tensors without a copy (`tf.experimental.dlpack`).
-ALIGNMENT = 64
+# Most bytes one `readinto` asks for (a read returns at most about 2 GiB).
+READ_BYTES = 2**30
+# Most bytes of a tensor's rows that `Source.blocks` holds at a time: small
+# enough to stay in the CPU's caches while they are rearranged (transposed,
+# split, cast) into their variables. A row larger than this is one block.
+BLOCK_BYTES = 2**20
 
 
-def aligned_empty(shape: list[int], dtype: np.dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data is `ALIGNMENT`-aligned."""
+class _File(NamedTuple):
+    file: Any
+    path: pathlib.Path
+    lock: threading.Lock  # Held from a seek to the end of its read.
+    scratch: threading.local  # Each thread's block buffer (`buffer`).
+
+
+class Source:
+    """The bytes of one tensor in an open safetensors file."""
+
+    def __init__(self, opened: _File, start: int, dtype: np.dtype, shape: list[int]):
+        self._opened = opened
+        self._start = start
+        self.dtype = dtype
+        self.shape = shape
+
+    def read_into(self, out: np.ndarray) -> None:
+        """Fills `out` (C-contiguous, of the tensor's dtype and size)."""
+        self._read(self._start, out.reshape(-1).view(np.uint8))
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """`(first, rows)`: the tensor's rows (along its first axis) from row
+        `first`, at most `BLOCK_BYTES` of them (one row at least), in an
+        array that the thread's next block overwrites. A scalar is one
+        block."""
+        count = self.shape[0] if self.shape else 1
+        row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        step = max(1, BLOCK_BYTES // max(row_bytes, 1))
+        size = min(step, count) * row_bytes
+        scratch = self._opened.scratch
+        if getattr(scratch, "buffer", np.empty(0)).size < size:
+            scratch.buffer = empty([size], np.dtype(np.uint8))
+        for first in range(0, count, step):
+            rows = min(step, count - first)
+            block = scratch.buffer[: rows * row_bytes]
+            self._read(self._start + first * row_bytes, block)
+            shape = [rows, *self.shape[1:]] if self.shape else []
+            yield first, block.view(self.dtype).reshape(shape)
+
+    def _read(self, offset: int, buffer: np.ndarray) -> None:
+        opened, view = self._opened, buffer.data
+        try:
+            with opened.lock:
+                opened.file.seek(offset)
+                done = 0
+                while done < len(view):
+                    count = opened.file.readinto(view[done : done + READ_BYTES])
+                    if not count:
+                        raise ValueError("the file ends inside a tensor")
+                    done += count
+        except (OSError, ValueError) as e:
+            raise _unreadable(opened.path, e) from e
+
+
+def _unreadable(path: pathlib.Path, error: Exception) -> ValueError:
+    return errors.bad_value(
+        str(path), f"must be a readable safetensors file ({error})", path.name
+    )
+
+
+# Buffers of at least this many bytes get memory of their own (`empty`).
+OWN_MEMORY_BYTES = 2**16
+
+
+def empty(shape: list[int], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array; from `OWN_MEMORY_BYTES` up, in
+    a private anonymous memory map of its own (page-aligned, so TensorFlow
+    can take it over without a copy, `tf.experimental.dlpack`; unmapped when
+    the array's last user goes).
+
+    Not `np.empty`: NumPy asks the kernel for huge pages for arrays of 4 MiB
+    or more (`madvise`), and where none are free the kernel compacts memory
+    at each fault: filling 2 GB of fresh `np.empty` memory took 5-6 s of CPU
+    time on our 2-core development machine, against 1.2 s for a map, whose
+    pages are faulted in all at once where the system allows it
+    (`MAP_POPULATE`, Linux).
+    """
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(size + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start : start + size].view(dtype).reshape(shape)
+    if size < OWN_MEMORY_BYTES or not size:
+        return np.empty(shape, dtype)
+    if hasattr(mmap, "MAP_ANONYMOUS"):
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+        memory = mmap.mmap(-1, size, flags=flags | getattr(mmap, "MAP_POPULATE", 0))
+    else:  # pragma: no cover - Windows: anonymous memory by default.
+        memory = mmap.mmap(-1, size)
+    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -213,34 +294,6 @@ def _data_starts(path: pathlib.Path) -> dict[str, int]:
         for key, value in header.items()
         if key != "__metadata__"
     }
-
-
-def _blocks(
-    f: Any, start: int, dtype: np.dtype, shape: list[int], block_bytes: int | None
-) -> Iterator[tuple[slice | None, np.ndarray]]:
-    """`(rows, array)` blocks of at most `block_bytes` (None: the whole
-    tensor) of the tensor at `start` in the open file `f`."""
-    count = shape[0] if shape else 1
-    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-    step = count
-    if block_bytes is not None and shape:
-        step = max(1, block_bytes // max(row_bytes, 1))
-    for first in range(0, max(count, 1), max(step, 1)):
-        rows = min(step, count - first)
-        array = aligned_empty([rows, *shape[1:]] if shape else [], dtype)
-        f.seek(start + first * row_bytes)
-        _read_into(f, array.reshape(-1).view(np.uint8).data)
-        yield (None if step >= count else slice(first, first + rows)), array
-
-
-def _read_into(f: Any, buffer: memoryview) -> None:
-    """Fills `buffer` from `f` (a read returns at most about 2 GiB)."""
-    done = 0
-    while done < len(buffer):
-        count = f.readinto(buffer[done:])
-        if not count:
-            raise ValueError("the file ends inside a tensor")
-        done += count
 
 
 def shard_size(value: Any) -> int:
