@@ -337,3 +337,65 @@ def test_bad_calls_change_nothing(call, error, fragment):
     with pytest.raises(error, match=f"(?s){fragment}.*Received"):
         mha(tf.zeros([1, 5, 4]), **call)
     assert mha._dtype is None  # The failed first call built nothing.
+
+
+# Through `snt.nets.Transformer` (`attention_dropout_rate`).
+
+
+def _transformer(**kwargs: Any) -> snt.nets.Transformer:
+    return snt.nets.Transformer(
+        num_layers=2, num_heads=2, model_size=8, causal=True, **kwargs
+    )
+
+
+def test_transformer_attention_dropout_reaches_every_block():
+    model = _transformer(attention_dropout_rate=0.5)
+    plain = _transformer()
+    x = tf.random.normal([2, 6, 8], seed=1)
+    model(x)
+    plain(x)
+    for source, target in zip(model.variables, plain.variables, strict=True):
+        target.assign(source)
+    assert all(b.attention.dropout_rate == 0.5 for b in model.blocks)
+    assert all(b.attention.dropout_rate is None for b in plain.blocks)
+    # Not training: the same model as without the option.
+    np.testing.assert_allclose(model(x), plain(x), rtol=1e-6, atol=1e-6)
+    # Training: weights are dropped (a block's attention alone differs).
+    block = model.blocks[0]
+    dropped = block(x, is_training=True)
+    assert not np.allclose(dropped, block(x), atol=1e-4)
+    # A run-time flag decides in a graph; decoding with a cache passes it on.
+    f = tf.function(lambda x, t: model(x, is_training=t))
+    np.testing.assert_allclose(f(x, tf.constant(False)), plain(x), atol=1e-6)
+    assert not np.allclose(f(x, tf.constant(True)), plain(x), atol=1e-4)
+    cache = model.initial_cache(2, 6)
+    y, _ = model(x[:, :3], cache=cache)
+    np.testing.assert_allclose(y, plain(x)[:, :3], rtol=1e-5, atol=1e-5)
+    assert "attention_dropout_rate=0.5" in repr(model.blocks[0])
+    assert "attention_dropout_rate" not in repr(plain.blocks[0])
+
+
+def test_transformer_attention_dropout_stacked_and_remat():
+    stacked = _transformer(attention_dropout_rate=0.25, stacked=True)
+    x = tf.random.normal([2, 4, 8], seed=2)
+    np.testing.assert_allclose(stacked(x), stacked(x))
+    assert not np.allclose(stacked(x, is_training=True), stacked(x), atol=1e-4)
+    remat = _transformer(attention_dropout_rate=0.25, remat=True)
+    remat(x)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(remat(x, is_training=True))
+        return tape.gradient(loss, remat.trainable_variables)
+
+    # A recomputed forward pass would draw another mask: refused.
+    with pytest.raises(ValueError, match="random"):
+        step()
+
+
+@pytest.mark.parametrize("rate", [1.0, -0.1, "x"])
+def test_transformer_attention_dropout_rate_errors(rate):
+    error = TypeError if isinstance(rate, str) else ValueError
+    with pytest.raises(error, match="`attention_dropout_rate`"):
+        _transformer(attention_dropout_rate=rate)

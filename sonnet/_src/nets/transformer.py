@@ -327,9 +327,14 @@ class TransformerBlock(base.Module):
         normalize_gates: bool | None = None,
         capacity_factor: float | None = None,
         shared_expert: bool = False,
+        attention_dropout_rate: Any = None,
         name: str | None = None,
     ):
         drop_path_rate = drop_path_lib.check_rate("drop_path_rate", drop_path_rate)
+        if attention_dropout_rate is not None:
+            attention_dropout_rate = dropout_lib.check_rate(
+                "attention_dropout_rate", attention_dropout_rate
+            )
         num_experts = checks.optional_size("num_experts", num_experts)
         experts = _expert_options(
             num_experts is not None,
@@ -369,6 +374,7 @@ class TransformerBlock(base.Module):
         self.causal = args.causal
         self.drop_path_rate = drop_path_rate
         self.num_experts = num_experts
+        self.attention_dropout_rate = attention_dropout_rate
         self._use_dropout = args.use_dropout
         self.attention_norm = _norm(args.norm, "attention_norm", args.norm_eps)
         self.attention = attention_lib.MultiHeadAttention(
@@ -386,6 +392,7 @@ class TransformerBlock(base.Module):
             window=args.window,
             chunked=chunked,
             chunk_size=chunk_size,
+            dropout_rate=attention_dropout_rate,
             name="attention",
             **({} if args.norm_eps is None else {"qk_norm_eps": args.norm_eps}),
         )
@@ -477,9 +484,15 @@ class TransformerBlock(base.Module):
     ) -> tuple[tf.Tensor, Any, dict[str, tf.Tensor] | None]:
         """`(outputs, new_cache or None, aux_losses if aux else None)`."""
         h = self.attention_norm(x)
-        if cache is None:
+        new_cache = None
+        if self.attention_dropout_rate is not None:  # Attention-weight dropout.
+            h = self.attention(
+                h, mask=mask, causal=self.causal, cache=cache, is_training=training
+            )
+            if cache is not None:
+                h, new_cache = h
+        elif cache is None:
             h = self.attention(h, mask=mask, causal=self.causal)
-            new_cache = None
         else:
             h, new_cache = self.attention(h, mask=mask, causal=self.causal, cache=cache)
         if compute is not None:  # A policy's output dtype back to its compute one.
@@ -706,6 +719,11 @@ class Transformer(base.Module):
       shared_expert: Whether each mixture has a shared expert (a dense MLP
         of `mlp_hidden_size` every token runs through); default False.
         The options `top_k` to `shared_expert` need `num_experts`.
+      attention_dropout_rate: Dropout of every block's attention weights
+        while training (`snt.MultiHeadAttention`'s `dropout_rate`: the
+        same weights dropped in its dense and chunked paths), a number in
+        `[0, 1)` or a scalar float tensor. Default None: none (as GPT-2 and
+        Llama train; `dropout_rate` drops the residual branches).
       name: Module name (default `transformer`).
 
     Shapes:
@@ -779,6 +797,7 @@ class Transformer(base.Module):
         normalize_gates: bool | None = None,
         capacity_factor: float | None = None,
         shared_expert: bool = False,
+        attention_dropout_rate: Any = None,
         name: str | None = None,
     ):
         num_layers = checks.size("num_layers", num_layers)
@@ -855,6 +874,7 @@ class Transformer(base.Module):
                 qk_norm=args.qk_norm or None,
                 window=args.window,
                 rotary_scaling=args.rotary_scaling,
+                attention_dropout_rate=attention_dropout_rate,
             ),
             chunked=chunked,
             chunk_size=chunk_size,
