@@ -238,7 +238,10 @@ def test_transformer_block_drops_whole_branches_per_example():
     assert 0 < unchanged.sum() < 64
     # A traced flag decides at run time.
     f = tf.function(lambda t: block(x, is_training=t))
-    np.testing.assert_allclose(f(tf.constant(False)).numpy(), block(x).numpy())
+    # (Traced self-attention projects with one fused product: float32 rounding.)
+    np.testing.assert_allclose(
+        f(tf.constant(False)).numpy(), block(x).numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_transformer_drop_path_refused_when_stacked_or_out_of_range():

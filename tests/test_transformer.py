@@ -353,7 +353,9 @@ def test_dropout_only_in_training():
         f = tf.function(
             lambda x, training: t(x, is_training=training), autograph=autograph
         )
-        np.testing.assert_allclose(f(x, tf.constant(False)), evaluation, rtol=1e-6)
+        np.testing.assert_allclose(
+            f(x, tf.constant(False)), evaluation, rtol=1e-5, atol=1e-6
+        )
         assert not np.allclose(f(x, tf.constant(True)), evaluation)
 
 
