@@ -474,12 +474,14 @@ def test_every_loaded_weight_is_the_files(case):
         ("llama3_sharded", None),
     ],
 )
-@pytest.mark.parametrize("block_bytes", [1, 100])
-def test_load_in_tiny_blocks(case, policy, block_bytes, monkeypatch):
+@pytest.mark.parametrize("block_bytes, workers", [(1, 1), (100, 3)])
+def test_load_in_tiny_blocks(case, policy, block_bytes, workers, monkeypatch):
     # Blocks of one row, or a few, of each tensor; reads of 7 bytes, which
     # end inside elements; transposed copies 3 columns at a time; every
     # array, however small, in memory of its own (mapped, taken over by
     # TensorFlow through DLPack): the paths the fixtures are too small for.
+    # In this thread, and in three threads at once.
+    monkeypatch.setattr(checkpoint, "WORKERS", workers)
     monkeypatch.setattr(files, "BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(files, "READ_BYTES", 7)
     monkeypatch.setattr(files, "OWN_MEMORY_BYTES", 1)
@@ -508,8 +510,11 @@ def test_load_reports_a_file_cut_while_reading(tmp_path, monkeypatch):
         return names
 
     monkeypatch.setattr(checkpoint, "check_tensors", check_then_cut)
-    with pytest.raises(ValueError, match="readable safetensors file .the file ends"):
-        snt.hf.load(folder)
+    for workers in (1, 3):
+        monkeypatch.setattr(checkpoint, "WORKERS", workers)
+        with pytest.raises(ValueError, match="safetensors file .the file ends"):
+            snt.hf.load(folder)
+        path.write_bytes((FIXTURES / "llama2" / "model.safetensors").read_bytes())
 
 
 # Generation.
