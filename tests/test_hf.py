@@ -477,7 +477,7 @@ def test_every_loaded_weight_is_the_files(case):
 @pytest.mark.parametrize("block_bytes, workers", [(1, 1), (100, 3)])
 def test_load_in_tiny_blocks(case, policy, block_bytes, workers, monkeypatch):
     # Blocks of one row, or a few, of each tensor; reads of 7 bytes, which
-    # end inside elements; transposed copies 3 columns at a time; every
+    # end inside elements; transposed copies 3 or 6 columns at a time; every
     # array, however small, in memory of its own (mapped, taken over by
     # TensorFlow through DLPack): the paths the fixtures are too small for.
     # In this thread, and in three threads at once.
@@ -485,7 +485,7 @@ def test_load_in_tiny_blocks(case, policy, block_bytes, workers, monkeypatch):
     monkeypatch.setattr(files, "BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(files, "READ_BYTES", 7)
     monkeypatch.setattr(files, "OWN_MEMORY_BYTES", 1)
-    monkeypatch.setattr(checkpoint, "_COLUMNS", 3)
+    monkeypatch.setattr(checkpoint, "_COLUMN_BYTES", 12)
     precision = None if policy is None else snt.precision.Policy(policy, policy)
     model = snt.hf.load(FIXTURES / case, precision=precision)
     _assert_loaded_from_files(model, FIXTURES / case)
