@@ -4,13 +4,14 @@ and gradients, caches, and results of the wrong rank, shape or dtype."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import sonnet as snt
+from tests.attention_pairs import build as _build
+from tests.attention_pairs import outputs_and_grads as _outputs_and_grads
+from tests.attention_pairs import pair as _pair
 
 # Two examples of 10 tokens, each packed with its own documents.
 _IDS = np.array([[0, 0, 0, 1, 1, 2, 2, 2, 2, 2], [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]])
@@ -67,28 +68,6 @@ def _numpy_attention(mha, x, allowed):
     weights /= weights.sum(-1, keepdims=True)
     out = np.einsum("bhts,bshd->bthd", weights, v).reshape(*x.shape[:2], -1)
     return out @ w["output"] + b["output"]
-
-
-def _pair(**kwargs):
-    dense = snt.MultiHeadAttention(**kwargs, chunked=False)
-    chunked = snt.MultiHeadAttention(**kwargs, chunked=True, chunk_size=4)
-    return dense, chunked
-
-
-def _build(dense, chunked, x):
-    dense(x)
-    chunked(x)
-    for a, b in zip(dense.variables, chunked.variables, strict=True):
-        b.assign(a)
-
-
-def _outputs_and_grads(module, x, **call):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = module(x, **call)
-        loss = tf.reduce_sum(y * tf.sin(y))
-    grads: list[Any] = tape.gradient(loss, [x, *module.trainable_variables])
-    return y, grads
 
 
 @pytest.mark.parametrize("chunked", [False, True])

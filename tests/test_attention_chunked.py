@@ -3,8 +3,6 @@ gradients equal to the dense path, masks per block, choice of kernel, bad input.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,29 +10,9 @@ import tensorflow as tf
 import sonnet as snt
 from sonnet._src import attention as attention_lib
 from sonnet._src import chunked_attention
-
-
-def _pair(**kwargs):
-    """A dense and a chunked module with the same weights."""
-    dense = snt.MultiHeadAttention(**kwargs, chunked=False)
-    chunked = snt.MultiHeadAttention(**kwargs, chunked=True, chunk_size=4)
-    return dense, chunked
-
-
-def _build(dense, chunked, x):
-    dense(x)
-    chunked(x)
-    for a, b in zip(dense.variables, chunked.variables, strict=True):
-        b.assign(a)
-
-
-def _outputs_and_grads(module, x, **call):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = module(x, **call)
-        loss = tf.reduce_sum(y * tf.sin(y))
-    grads: list[Any] = tape.gradient(loss, [x, *module.trainable_variables])
-    return y, grads
+from tests.attention_pairs import build as _build
+from tests.attention_pairs import outputs_and_grads as _outputs_and_grads
+from tests.attention_pairs import pair as _pair
 
 
 def _assert_same(dense, chunked, x, call_fn=None, **call):

@@ -12,6 +12,9 @@ import tensorflow as tf
 
 import sonnet as snt
 from sonnet._src import chunked_attention
+from tests.attention_pairs import build as _build
+from tests.attention_pairs import outputs_and_grads as _outputs_and_grads
+from tests.attention_pairs import pair as _pair
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -57,29 +60,6 @@ def _numpy_attention(mha, x, allowed, factors):
     weights /= weights.sum(-1, keepdims=True)
     out = np.einsum("bhts,bshd->bthd", weights * factors, v)
     return out.reshape(*x.shape[:2], -1) @ w["output"] + b["output"]
-
-
-def _pair(chunk_size=4, **kwargs):
-    """A dense and a chunked module with the same weights (built on call)."""
-    dense = snt.MultiHeadAttention(**kwargs, chunked=False)
-    chunked = snt.MultiHeadAttention(**kwargs, chunked=True, chunk_size=chunk_size)
-    return dense, chunked
-
-
-def _build(dense, chunked, x):
-    dense(x)
-    chunked(x)
-    for a, b in zip(dense.variables, chunked.variables, strict=True):
-        b.assign(a)
-
-
-def _outputs_and_grads(module, x, **call):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = module(x, **call)
-        loss = tf.reduce_sum(y * tf.sin(y))
-    grads: list[Any] = tape.gradient(loss, [x, *module.trainable_variables])
-    return y, grads
 
 
 def _assert_same(first, second):

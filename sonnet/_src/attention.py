@@ -539,31 +539,12 @@ class MultiHeadAttention(base.Module):
             `is_training` that is not a boolean or a `dropout_seed` that is
             not an integer pair.
         """
+        args = (query, key, value, mask, causal, cache, mask_fn)
         # The name scope only names traced ops: eager calls skip it.
         if tf.executing_eagerly():
-            return self._attend(
-                query,
-                key,
-                value,
-                mask,
-                causal,
-                cache,
-                mask_fn,
-                is_training,
-                dropout_seed,
-            )
+            return self._attend(*args, is_training, dropout_seed)
         with self.name_scope:
-            return self._attend(
-                query,
-                key,
-                value,
-                mask,
-                causal,
-                cache,
-                mask_fn,
-                is_training,
-                dropout_seed,
-            )
+            return self._attend(*args, is_training, dropout_seed)
 
     @base.no_name_scope
     def _attend(
