@@ -274,11 +274,14 @@ def train(
     cross-entropy.
     """
 
+    # `open_weights.py` trains an `snt.nets.CausalLM` (no experts) with this loop.
+    experts = getattr(model, "has_experts", False)
+
     @tf.function
     def train_step(tokens: tf.Tensor) -> tf.Tensor:
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         with tf.GradientTape() as tape:
-            if model.has_experts:
+            if experts:
                 logits, aux = model(inputs, is_training=True, return_aux_losses=True)
                 loss = xent(logits, targets)
                 total = loss + _LOAD_BALANCING_WEIGHT * aux["load_balancing"]
