@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import sonnet as snt
 from tests.attention_pairs import build as _build
+from tests.attention_pairs import numpy_attention as _numpy_attention
 from tests.attention_pairs import outputs_and_grads as _outputs_and_grads
 from tests.attention_pairs import pair as _pair
 
@@ -44,30 +45,6 @@ def _numpy_documents(ids, time, key_time):
 def _numpy_prefix_lm(prefix, time):
     t, s = np.arange(time)[:, None], np.arange(time)[None]
     return ((s <= t) | (s < prefix[:, None, None]))[:, None]
-
-
-def _numpy_attention(mha, x, allowed):
-    """Grouped-query attention in NumPy; `allowed` broadcasts to `[B, H, T, S]`."""
-    names = ("query", "key", "value", "output")
-    w = {n: getattr(mha, n).w.numpy() for n in names}
-    b = {n: getattr(mha, n).b.numpy() for n in names}
-    x = x.numpy()
-    heads, kv_heads, size = mha.num_heads, mha.num_kv_heads, mha.key_size
-    q = (x @ w["query"] + b["query"]).reshape(*x.shape[:2], heads, size)
-    k, v = (
-        np.repeat(
-            (x @ w[n] + b[n]).reshape(*x.shape[:2], kv_heads, size),
-            heads // kv_heads,
-            axis=2,
-        )
-        for n in ("key", "value")
-    )
-    logits = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(size)
-    logits = np.where(allowed, logits, -np.inf)
-    weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    out = np.einsum("bhts,bshd->bthd", weights, v).reshape(*x.shape[:2], -1)
-    return out @ w["output"] + b["output"]
 
 
 @pytest.mark.parametrize("chunked", [False, True])

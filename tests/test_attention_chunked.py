@@ -11,6 +11,7 @@ import sonnet as snt
 from sonnet._src import attention as attention_lib
 from sonnet._src import chunked_attention
 from tests.attention_pairs import build as _build
+from tests.attention_pairs import numpy_attention as _numpy_attention
 from tests.attention_pairs import outputs_and_grads as _outputs_and_grads
 from tests.attention_pairs import pair as _pair
 
@@ -70,23 +71,6 @@ def _documents(ids):
         return (k <= q) & (tf.gather(ids, q) == tf.gather(ids, k))
 
     return mask_fn
-
-
-def _numpy_attention(mha, x, allowed):
-    w = {n: getattr(mha, n).w.numpy() for n in ("query", "key", "value", "output")}
-    b = {n: getattr(mha, n).b.numpy() for n in ("query", "key", "value", "output")}
-    x = x.numpy()
-    heads, size = mha.num_heads, mha.key_size
-    q, k, v = (
-        (x @ w[n] + b[n]).reshape(*x.shape[:2], heads, size)
-        for n in ("query", "key", "value")
-    )
-    logits = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(size)
-    logits = np.where(allowed, logits, -np.inf)
-    weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    out = np.einsum("bhts,bshd->bthd", weights, v).reshape(*x.shape[:2], -1)
-    return out @ w["output"] + b["output"]
 
 
 @pytest.mark.parametrize("chunked", [False, True])

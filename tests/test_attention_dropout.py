@@ -13,6 +13,7 @@ import tensorflow as tf
 import sonnet as snt
 from sonnet._src import chunked_attention
 from tests.attention_pairs import build as _build
+from tests.attention_pairs import numpy_attention as _numpy_attention
 from tests.attention_pairs import outputs_and_grads as _outputs_and_grads
 from tests.attention_pairs import pair as _pair
 
@@ -41,25 +42,6 @@ def _numpy_keep(seed, rate, batch, heads, time, key_time):
     h = (h ^ (h >> np.uint32(15))) * np.uint32(0x846CA68B)
     kept = h.astype(np.float32) >= np.float32(rate) * np.float32(2.0**32)
     return np.where(kept, 1 / (1 - np.float32(rate)), 0).astype(np.float32)
-
-
-def _numpy_attention(mha, x, allowed, factors):
-    """Multi-head attention in NumPy, with dropout factors on the weights."""
-    names = ("query", "key", "value", "output")
-    w = {n: getattr(mha, n).w.numpy() for n in names}
-    b = {n: getattr(mha, n).b.numpy() for n in names}
-    x = x.numpy()
-    heads, size = mha.num_heads, mha.key_size
-    q, k, v = (
-        (x @ w[n] + b[n]).reshape(*x.shape[:2], heads, size)
-        for n in ("query", "key", "value")
-    )
-    logits = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(size)
-    logits = np.where(allowed, logits, -np.inf)
-    weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    out = np.einsum("bhts,bshd->bthd", weights * factors, v)
-    return out.reshape(*x.shape[:2], -1) @ w["output"] + b["output"]
 
 
 def _assert_same(first, second):

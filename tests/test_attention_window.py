@@ -9,27 +9,11 @@ import pytest
 import tensorflow as tf
 
 import sonnet as snt
+from tests.attention_pairs import numpy_attention as _numpy_attention
 
 
 def _data(*shape, seed=0):
     return tf.constant(np.random.default_rng(seed).normal(size=shape), tf.float32)
-
-
-def _numpy_attention(mha, x, allowed):
-    w = {n: getattr(mha, n).w.numpy() for n in ("query", "key", "value", "output")}
-    b = {n: getattr(mha, n).b.numpy() for n in ("query", "key", "value", "output")}
-    x = x.numpy()
-    heads, size = mha.num_heads, mha.key_size
-    q, k, v = (
-        (x @ w[n] + b[n]).reshape(*x.shape[:2], heads, size)
-        for n in ("query", "key", "value")
-    )
-    logits = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(size)
-    logits = np.where(allowed, logits, -np.inf)
-    weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    out = np.einsum("bhts,bshd->bthd", weights, v).reshape(*x.shape[:2], -1)
-    return out @ w["output"] + b["output"]
 
 
 def _window(time, window):
