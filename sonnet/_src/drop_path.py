@@ -91,7 +91,7 @@ def drop_path(
         or `inputs` have rank 0.
       TypeError: for arguments of the wrong type.
 
-    >>> x = tf.ones([4, 3])
+    >>> x = tf.ones([64, 3])  # Enough rows that some are kept.
     >>> bool(tf.reduce_all(snt.drop_path(x, 0.5, is_training=False) == x))
     True
     >>> y = snt.drop_path(x, 0.5, is_training=True)
