@@ -4,6 +4,13 @@ Use as `import sonnet as snt`. Everything public is re-exported here from the
 private implementation package `sonnet._src`.
 """
 
+# First, before anything runs a TensorFlow op: TensorFlow's pooled CPU
+# allocator (see `sonnet/_src/tf_compat.py`; `TF_CPU_ALLOCATOR_USE_BFC=false`
+# opts out).
+from sonnet._src import tf_compat as _tf_compat
+
+_tf_compat.prefer_pooled_allocator()
+
 from sonnet import distribute as distribute
 from sonnet import functional as functional
 from sonnet import hf as hf

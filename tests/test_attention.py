@@ -445,8 +445,13 @@ def test_matches_keras_grouped_query_attention():
 
 
 def _softmax_dtypes(f, *args) -> list[tf.DType]:
-    graph = tf.function(f).get_concrete_function(*args).graph
-    return [op.get_attr("T") for op in graph.get_operations() if op.type == "Softmax"]
+    """The dtypes of a trace's softmaxes, those of the functions it calls too
+    (the compiled attention core's)."""
+    graph_def = tf.function(f).get_concrete_function(*args).graph.as_graph_def()
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes += function.node_def
+    return [tf.as_dtype(n.attr["T"].type) for n in nodes if n.op == "Softmax"]
 
 
 @pytest.mark.parametrize("dtype, tolerance", [(tf.float16, 1e-2), (tf.bfloat16, 6e-2)])

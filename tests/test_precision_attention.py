@@ -123,11 +123,19 @@ def test_output_dtype_and_removing_the_policy():
 def test_softmax_stays_float32():
     mha = precision.apply(snt.MultiHeadAttention(2, 4), BF16)
     x = _random(2, 5, 8)
-    graph = tf.function(lambda x: mha(x, causal=True)).get_concrete_function(x).graph
-    softmax = [op for op in graph.get_operations() if op.type == "Softmax"]
-    assert softmax and all(op.outputs[0].dtype == tf.float32 for op in softmax)
-    matmuls = [op for op in graph.get_operations() if op.type == "MatMul"]
-    assert matmuls and all(op.outputs[0].dtype == tf.bfloat16 for op in matmuls)
+    trace = tf.function(lambda x: mha(x, causal=True)).get_concrete_function(x)
+    # The trace's ops and those of the functions it calls (the compiled
+    # attention core's).
+    graph_def = trace.graph.as_graph_def()
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes += function.node_def
+
+    def dtypes(op_types: tuple[str, ...]) -> set[tf.DType]:
+        return {tf.as_dtype(n.attr["T"].type) for n in nodes if n.op in op_types}
+
+    assert dtypes(("Softmax",)) == {tf.float32}
+    assert dtypes(("MatMul", "BatchMatMulV2")) == {tf.bfloat16}
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])

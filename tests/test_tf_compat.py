@@ -362,3 +362,76 @@ def test_in_xla_trace_tells_compiled_traces():
     tf.function(f, jit_compile=True)(tf.ones([]))
     tf.function(f)(tf.ones([]))
     assert seen == [True, False]
+
+
+# TensorFlow's pooled CPU allocator (`prefer_pooled_allocator`).
+
+
+def test_prefer_pooled_allocator_sets_the_pool_and_its_cap():
+    environ: dict[str, str] = {}
+    tf_compat.prefer_pooled_allocator(environ)
+    assert environ[tf_compat.POOLED_ALLOCATOR] == "true"
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
+    # Never below TensorFlow's own cap (64 GiB), the host's memory above it.
+    assert int(environ[tf_compat.POOL_LIMIT]) == max(pages, 1 << 16)
+
+
+@pytest.mark.parametrize("choice", ["false", "0", "true"])
+def test_prefer_pooled_allocator_keeps_the_users_choice(choice):
+    environ = {tf_compat.POOLED_ALLOCATOR: choice}
+    tf_compat.prefer_pooled_allocator(environ)
+    assert environ == {tf_compat.POOLED_ALLOCATOR: choice}
+
+
+def test_prefer_pooled_allocator_keeps_the_users_cap():
+    environ = {tf_compat.POOL_LIMIT: "123"}
+    tf_compat.prefer_pooled_allocator(environ)
+    assert environ == {tf_compat.POOLED_ALLOCATOR: "true", tf_compat.POOL_LIMIT: "123"}
+
+
+def test_prefer_pooled_allocator_without_the_hosts_memory(monkeypatch):
+    def no_sysconf(name: str) -> int:
+        raise ValueError(name)
+
+    monkeypatch.setattr(os, "sysconf", no_sysconf)
+    environ: dict[str, str] = {}
+    tf_compat.prefer_pooled_allocator(environ)
+    assert environ == {tf_compat.POOLED_ALLOCATOR: "true"}
+
+
+_POOL_SCRIPT = """
+import tensorflow as tf
+import sonnet
+tf.ones([1024, 1024]) + 1.0
+try:
+    info = tf.config.experimental.get_memory_info("CPU:0")
+except ValueError:
+    print("malloc")
+else:
+    print("pool" if info["peak"] >= 4 * 1024 * 1024 else "pool without the tensor")
+"""
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, "pool"), ("false", "malloc")])
+def test_import_sonnet_takes_tensorflows_pooled_allocator(setting, expected):
+    # Only the pooled allocator keeps counts that `get_memory_info` reports on
+    # the CPU; `import sonnet` after `import tensorflow` (but before any op)
+    # still chooses it, and the user's `false` keeps `malloc`.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (tf_compat.POOLED_ALLOCATOR, tf_compat.POOL_LIMIT)
+    }
+    if setting is not None:
+        env[tf_compat.POOLED_ALLOCATOR] = setting
+    # TensorFlow's oneDNN kernels bring their own pooled allocator.
+    env["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    out = subprocess.run(
+        [sys.executable, "-c", _POOL_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert out.strip().splitlines()[-1] == expected

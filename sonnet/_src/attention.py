@@ -20,6 +20,7 @@ from sonnet._src import (
     base,
     checks,
     chunked_attention,
+    compiled_attention,
     errors,
     linear,
     once,
@@ -817,9 +818,31 @@ class MultiHeadAttention(base.Module):
         # of `[B, heads, T, size]` operands: the einsums transpose their
         # operands (and outputs) on every product, forward and backward, 12
         # transposes per call against these 4 (about 1.3 x faster in a
-        # training step). Eager calls and decoding steps, where the op count
-        # decides, keep the two einsums.
-        matmuls = self._groups == 1 and uncached and not tf.executing_eagerly()
+        # training step). With known shapes (and for a prompt into a cache)
+        # the products, mask and softmax run XLA-compiled
+        # (`compiled_attention`). Eager calls and decoding steps, where the
+        # op count decides, keep the two einsums.
+        eager = tf.executing_eagerly()
+        # The softmax runs in float32 for half-precision inputs.
+        softmax_dtype = self._softmax_dtype
+        if policy is not None:
+            softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
+        if (
+            COMPILED_CORE
+            and not eager
+            and self._groups == 1
+            and dropout is None
+            # With a cache, a prompt (not one decoding step, where transposing
+            # the cache would cost more than the product).
+            and (uncached or q.shape[1] != 1)
+            and compiled_attention.usable(q, k, v, attend)
+        ):
+            q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
+            k = _TRANSPOSE(x=k, perm=_HEADS_FIRST)
+            v = _TRANSPOSE(x=v, perm=_HEADS_FIRST)
+            heads = compiled_attention.core(q, k, v, attend, softmax_dtype)
+            return _TRANSPOSE(x=heads, perm=_HEADS_FIRST)
+        matmuls = self._groups == 1 and uncached and not eager
         if matmuls:
             q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
             k = _TRANSPOSE(x=k, perm=_HEADS_FIRST)
@@ -827,10 +850,6 @@ class MultiHeadAttention(base.Module):
             logits = _BATCH_MAT_MUL(x=q, y=k, adj_y=True)
         else:
             logits = _EINSUM(inputs=[q, k], equation=self._equations[0])
-        # The softmax runs in float32 for half-precision inputs.
-        softmax_dtype = self._softmax_dtype
-        if policy is not None:
-            softmax_dtype = tf.float32 if dtype in _HALF_DTYPES else dtype
         if softmax_dtype is not logits.dtype:  # DTypes are interned.
             logits = _CAST(x=logits, DstT=softmax_dtype)
         if attend is not None and matmuls and attend.shape.rank == 2:
@@ -1130,6 +1149,11 @@ def _project(
 # value with one matmul (`_project_together`). The switch exists for tests,
 # which compare against the three separate products (the plain version).
 FUSE_PROJECTIONS = True
+
+# Whether traced self-attention without a cache runs its core (products,
+# mask, softmax) as XLA-compiled functions (`compiled_attention`); the
+# tests' switch to the plain ops, their oracle.
+COMPILED_CORE = True
 
 
 def _fusable(modules: tuple[linear.Linear, ...]) -> bool:

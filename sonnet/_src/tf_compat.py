@@ -62,12 +62,26 @@ Whether TensorFlow runs its oneDNN CPU kernels (`onednn_enabled`) has no
 public API either: TensorFlow turns them on by default only on CPUs with
 AVX-512-VNNI, AVX-512-BF16, AVX-VNNI or AMX (and `TF_ENABLE_ONEDNN_OPTS`
 overrides it), and their bfloat16 convolutions are the fast ones.
+
+TensorFlow's CPU tensors come from the C library's `malloc` unless
+`TF_CPU_ALLOCATOR_USE_BFC` asks for its pooled (best-fit with coalescing)
+allocator, which it already uses for GPU memory; the variable, read when
+TensorFlow creates its CPU device, has no Python API. `malloc` hands
+buffers of a few MiB back to the system when they are freed and maps them
+again, zeroed, on the next allocation: a training step of the bench
+Transformer (`[16, 128, 256]` activations) took 10,000-25,000 page faults,
+about 6% of its time, and none with the pool. `prefer_pooled_allocator`,
+called first by `import sonnet`, sets the variable unless the user did
+(`TF_CPU_ALLOCATOR_USE_BFC=false` keeps `malloc`), with the pool's cap
+(`TF_CPU_BFC_MEM_LIMIT_IN_MB`, 64 GiB in TensorFlow) raised to the host's
+memory; it takes effect when TensorFlow had not run an op before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -84,6 +98,41 @@ TrackableObjectGraph = trackable_object_graph_pb2.TrackableObjectGraph
 CompositeTensor = tf.__internal__.CompositeTensor
 
 _POLYMORPHIC = tf.types.experimental.PolymorphicFunction
+
+
+POOLED_ALLOCATOR = "TF_CPU_ALLOCATOR_USE_BFC"
+POOL_LIMIT = "TF_CPU_BFC_MEM_LIMIT_IN_MB"
+
+
+def prefer_pooled_allocator(environ: Any = None) -> None:
+    """Asks TensorFlow for its pooled CPU allocator unless the user chose.
+
+    Sets `TF_CPU_ALLOCATOR_USE_BFC=true` and, if unset, the pool's cap to
+    the host's physical memory in MiB (TensorFlow's own cap is 64 GiB, below
+    what `malloc` would give on larger hosts). `environ` defaults to
+    `os.environ`. TensorFlow reads both when it creates its CPU device, so
+    this changes nothing in a process that has already run an op.
+    """
+    environ = os.environ if environ is None else environ
+    if POOLED_ALLOCATOR in environ:
+        return
+    environ[POOLED_ALLOCATOR] = "true"
+    if POOL_LIMIT not in environ:
+        megabytes = _physical_megabytes()
+        if megabytes is not None:
+            environ[POOL_LIMIT] = str(max(megabytes, 1 << 16))
+
+
+def _physical_megabytes() -> int | None:
+    """The host's physical memory in MiB, or None where the OS won't say."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page_size = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    if pages <= 0 or page_size <= 0:
+        return None
+    return pages * page_size >> 20
 
 
 @functools.cache

@@ -1,0 +1,293 @@
+"""The XLA-compiled attention core of traced calls (`compiled_attention.py`).
+
+`snt.MultiHeadAttention` traced without a cache, with known shapes, runs
+`softmax(q k^T + bias) v` and its gradient as compiled functions. Oracles:
+the same module traced with `attention.COMPILED_CORE = False` (the plain
+ops), eager calls and NumPy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import sonnet as snt
+from sonnet._src import attention, compiled_attention
+from tests.attention_pairs import numpy_attention, outputs_and_grads
+
+
+@pytest.fixture
+def plain() -> Iterator[None]:
+    """Traces made inside take the plain ops."""
+    attention.COMPILED_CORE = False
+    try:
+        yield
+    finally:
+        attention.COMPILED_CORE = True
+
+
+def _traced(fn: Callable[..., Any], compiled: bool, *args: Any, **kwargs: Any) -> Any:
+    """`fn` as a `tf.function` traced with the core compiled or plain."""
+    attention.COMPILED_CORE = compiled
+    try:
+        step = tf.function(fn, **kwargs)
+        step.get_concrete_function(*args)
+    finally:
+        attention.COMPILED_CORE = True
+    return step
+
+
+def _compiled_calls(fn: Callable[..., Any], *args: Any) -> int:
+    """How many calls of XLA-compiled functions a trace of `fn` makes."""
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    calls = 0
+    for op in graph.get_operations():
+        if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+            name = op.get_attr("f").name
+            function = graph.as_graph_def().library.function
+            for f in function:
+                if f.signature.name == name and f.attr["_XlaMustCompile"].b:
+                    calls += 1
+    return calls
+
+
+CONFIGS = {
+    "mha": dict(num_heads=3, key_size=4),
+    "sizes": dict(num_heads=2, key_size=4, value_size=6, model_size=10),
+    "no-bias": dict(num_heads=2, key_size=4, with_bias=False),
+    "window-rotary": dict(num_heads=2, key_size=4, rotary=True, window=2),
+    "qk-norm": dict(num_heads=2, key_size=4, qk_norm=True),
+}
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("causal", [False, True])
+def test_outputs_and_gradients_match_the_plain_ops(config, causal):
+    mha = snt.MultiHeadAttention(**CONFIGS[config])
+    x = tf.random.normal([2, 6, 12], seed=3)
+    mha(x)
+
+    def step(x: tf.Tensor) -> Any:
+        return outputs_and_grads(mha, x, causal=causal)
+
+    compiled = _traced(step, True, x)
+    plain = _traced(step, False, x)
+    assert _compiled_calls(lambda x: mha(x, causal=causal), x) == 1
+    (y1, g1), (y2, g2) = compiled(x), plain(x)
+    np.testing.assert_allclose(y1, y2, rtol=1e-5, atol=1e-6)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_outputs_match_numpy(causal):
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=3)
+    x = tf.random.normal([2, 5, 7], seed=1)
+    mha(x)
+    y = tf.function(lambda x: mha(x, causal=causal))(x)
+    allowed = np.tril(np.ones([5, 5], bool)) if causal else np.ones([5, 5], bool)
+    np.testing.assert_allclose(
+        y, numpy_attention(mha, x, allowed), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_a_user_mask_of_time_by_keys_and_cross_attention():
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    x = tf.random.normal([2, 5, 8], seed=2)
+    memory = tf.random.normal([2, 3, 8], seed=4)
+    mask = tf.constant(np.random.RandomState(0).rand(5, 3) > 0.4)
+    mha(x, memory)
+
+    def step(x: tf.Tensor) -> Any:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = mha(x, memory, mask=mask)
+            loss = tf.reduce_sum(y * tf.sin(y))
+        return y, tape.gradient(loss, [x, *mha.trainable_variables])
+
+    compiled = _traced(step, True, x)
+    plain = _traced(step, False, x)
+    (y1, g1), (y2, g2) = compiled(x), plain(x)
+    np.testing.assert_allclose(y1, y2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y1, mha(x, memory, mask=mask), rtol=1e-5, atol=1e-6)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_second_order_gradients_match_the_plain_ops():
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=3)
+    x = tf.random.normal([1, 4, 6], seed=5)
+    mha(x)
+
+    def step(x: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = mha(x, causal=True)
+                loss = tf.reduce_sum(tf.sin(y))
+            g = inner.gradient(loss, x)
+            norm = tf.reduce_sum(g * g)
+        return outer.gradient(norm, x)
+
+    compiled, plain = _traced(step, True, x), _traced(step, False, x)
+    np.testing.assert_allclose(compiled(x), plain(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "policy, tolerance", [("mixed_bfloat16", 2e-2), ("mixed_float16", 2e-3)]
+)
+def test_mixed_precision_matches_the_plain_ops(policy, tolerance):
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    snt.precision.apply(mha, policy)
+    x = tf.random.normal([2, 5, 8], seed=6)
+    mha(x)
+
+    def step(x: tf.Tensor) -> Any:
+        return outputs_and_grads(mha, x, causal=True)
+
+    (y1, g1), (y2, g2) = _traced(step, True, x)(x), _traced(step, False, x)(x)
+    np.testing.assert_allclose(y1, y2, rtol=tolerance, atol=tolerance)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(
+            tf.cast(a, tf.float32), tf.cast(b, tf.float32), rtol=0.1, atol=0.05
+        )
+
+
+def test_softmax_runs_in_float32_for_half_operands():
+    q = tf.random.normal([1, 2, 3, 4], dtype=tf.float32)
+    half = tf.cast(q, tf.bfloat16)
+    forward, _ = compiled_attention._compiled(tf.float32, False)
+    graph = forward.get_concrete_function(half, half, half).graph
+    softmax = [op for op in graph.get_operations() if op.type == "Softmax"]
+    assert [op.get_attr("T") for op in softmax] == [tf.float32]
+    heads = compiled_attention.core(half, half, half, None, tf.float32)
+    assert heads.dtype == tf.bfloat16
+
+
+def test_core_against_numpy_with_a_fully_masked_row():
+    rng = np.random.RandomState(0)
+    q, k, v = (rng.randn(2, 3, 4, 5).astype(np.float32) for _ in range(3))
+    attend = np.ones([4, 4], bool)
+    attend[1] = False  # Every key masked: uniform weights, as the plain ops.
+    attend[2, 3] = False
+    heads = compiled_attention.core(
+        tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(attend), tf.float32
+    )
+    logits = np.einsum("bhtd,bhsd->bhts", q, k)
+    logits = np.where(attend, logits, np.float32(np.finfo(np.float32).min))
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    np.testing.assert_allclose(heads, weights @ v, rtol=1e-5, atol=1e-5)
+
+
+def test_inside_a_step_compiled_by_xla():
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    x = tf.random.normal([2, 5, 8], seed=7)
+    mha(x)
+
+    def step(x: tf.Tensor) -> Any:
+        return outputs_and_grads(mha, x, causal=True)
+
+    jit = _traced(step, True, x, jit_compile=True)
+    (y1, g1), (y2, g2) = jit(x), _traced(step, False, x)(x)
+    np.testing.assert_allclose(y1, y2, rtol=1e-5, atol=1e-6)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_transformer_train_step_matches_the_plain_ops():
+    model = snt.nets.Transformer(num_layers=2, num_heads=2, model_size=16, causal=True)
+    x = tf.random.normal([2, 7, 16], seed=4)
+    model(x)
+
+    def step(x: tf.Tensor) -> Any:
+        return outputs_and_grads(model, x)
+
+    assert _compiled_calls(lambda x: model(x), x) == 2
+    (y1, g1), (y2, g2) = _traced(step, True, x)(x), _traced(step, False, x)(x)
+    np.testing.assert_allclose(y1, y2, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _unknown_time(mha: Any) -> Callable[..., Any]:
+    spec = tf.TensorSpec([2, None, 8])
+    return tf.function(lambda x: mha(x, causal=True), input_signature=[spec])
+
+
+def test_the_plain_ops_where_the_core_does_not_apply():
+    x = tf.random.normal([2, 5, 8], seed=8)
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    mha(x)
+    assert _compiled_calls(lambda x: mha(x, causal=True), x) == 1
+    # Unknown lengths (a program per length), a per-example mask, a decoding
+    # step.
+    graph = _unknown_time(mha).get_concrete_function().graph
+    assert not [op for op in graph.get_operations() if "PartitionedCall" in op.type]
+    assert _unknown_time(mha)(x).shape == [2, 5, 8]
+    mask = tf.ones([2, 5, 5], tf.bool)
+    assert _compiled_calls(lambda x: mha(x, mask=mask), x) == 0
+    cache = mha.initial_cache(2, 5)
+    assert _compiled_calls(lambda x: mha(x[:, :1], cache=cache)[0], x) == 0
+    # Grouped heads, attention-weight dropout.
+    gqa = snt.MultiHeadAttention(num_heads=4, key_size=2, num_kv_heads=2)
+    gqa(x)
+    assert _compiled_calls(lambda x: gqa(x, causal=True), x) == 0
+    dropped = snt.MultiHeadAttention(num_heads=2, key_size=4, dropout_rate=0.5)
+    dropped(x)
+    assert _compiled_calls(lambda x: dropped(x, is_training=True), x) == 0
+    assert _compiled_calls(lambda x: dropped(x, is_training=False), x) == 1
+
+
+def test_the_switch_traces_the_plain_ops(plain):
+    x = tf.random.normal([2, 5, 8], seed=9)
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    mha(x)
+    assert _compiled_calls(lambda x: mha(x, causal=True), x) == 0
+
+
+@pytest.mark.parametrize(
+    "shapes, mask, expected",
+    [
+        (([1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 6]), None, True),
+        (([1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 6]), [3, 5], True),
+        (([1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 6]), [1, 3, 5], False),
+        (([1, 2, None, 4], [1, 2, 5, 4], [1, 2, 5, 6]), None, False),
+        (([1, 2, 3, 4], [1, 2, None, 4], [1, 2, 5, 6]), None, False),
+        (([1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, None]), None, False),
+        (([1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 6]), [None, 5], False),
+    ],
+)
+def test_usable(shapes, mask, expected):
+    graph = tf.Graph()
+    with graph.as_default():
+        q, k, v = (tf.compat.v1.placeholder(tf.float32, s) for s in shapes)
+        attend = None if mask is None else tf.compat.v1.placeholder(tf.bool, mask)
+        assert compiled_attention.usable(q, k, v, attend) is expected
+        assert not compiled_attention.usable(
+            tf.cast(q, tf.int32), tf.cast(k, tf.int32), tf.cast(v, tf.int32), attend
+        )
+        assert not compiled_attention.usable(q, tf.cast(k, tf.float16), v, attend)
+
+
+def test_a_prompt_into_a_cache_is_compiled_and_decoding_steps_are_not():
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    x = tf.random.normal([2, 6, 8], seed=10)
+    mha(x)
+
+    def prefill_then_decode(x: tf.Tensor) -> Any:
+        cache = mha.initial_cache(2, 8)
+        prompt, cache = mha(x[:, :5], cache=cache)
+        step, cache = mha(x[:, 5:], cache=cache)
+        return tf.concat([prompt, step], 1)
+
+    assert _compiled_calls(prefill_then_decode, x) == 1  # The prompt only.
+    compiled = _traced(prefill_then_decode, True, x)(x)
+    plain = _traced(prefill_then_decode, False, x)(x)
+    np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(compiled, mha(x, causal=True), rtol=1e-5, atol=1e-5)
