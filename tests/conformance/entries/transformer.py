@@ -101,18 +101,25 @@ CASES = [
     ),
     # Mixture-of-experts MLPs: a capacity factor compiles with XLA, dropless
     # routing does not (a clean error naming `capacity_factor`).
-    _case(
-        "Transformer-experts-capacity-swiglu-shared-aux-losses",
-        _T,
-        {
-            **_SMALL,
-            "activation": "swiglu",
-            "num_experts": 4,
-            "capacity_factor": 1.5,
-            "shared_expert": True,
-        },
-        lambda: (_sequence(2, 4, 8),),
-        _with_aux_losses,
+    dataclasses.replace(
+        _case(
+            "Transformer-experts-capacity-swiglu-shared-aux-losses",
+            _T,
+            {
+                **_SMALL,
+                "activation": "swiglu",
+                "num_experts": 4,
+                "capacity_factor": 1.5,
+                "shared_expert": True,
+            },
+            lambda: (_sequence(2, 4, 8),),
+            _with_aux_losses,
+        ),
+        # Not bfloat16: router scores within its rounding (2^-8) of each other
+        # pick another expert, or with a capacity drop the token, for some
+        # random weights (1 output in 64 off by 0.17 in a full run), a
+        # different but valid result that no tolerance separates from a bug.
+        precisions=("float16",),
     ),
     dataclasses.replace(
         _case(
