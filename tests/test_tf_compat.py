@@ -297,6 +297,19 @@ def test_plain_variables_are_told_from_distributed_and_functional_ones():
     assert not tf_compat._is_plain_variable(tf.constant(1.0))
 
 
+def _last_line_printed(script: str, env: dict[str, str]) -> str:
+    """The last line a fresh interpreter running `script` prints."""
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
 def test_onednn_enabled_follows_tensorflows_setting() -> None:
     # TF_ENABLE_ONEDNN_OPTS decides when set (the test suite's conftest sets it
     # to 0 unless it is set already); a fresh process reports each setting.
@@ -307,15 +320,7 @@ def test_onednn_enabled_follows_tensorflows_setting() -> None:
     for setting, expected in (("0", "False False"), ("1", "True True")):
         env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": setting}
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        out = subprocess.run(
-            [sys.executable, "-c", script],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        ).stdout
-        assert out.strip().splitlines()[-1] == expected
+        assert _last_line_printed(script, env) == expected
     setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     if setting in ("0", "1"):
         assert tf_compat.onednn_enabled() is (setting == "1")
@@ -426,12 +431,4 @@ def test_import_sonnet_takes_tensorflows_pooled_allocator(setting, expected):
         env[tf_compat.POOLED_ALLOCATOR] = setting
     # TensorFlow's oneDNN kernels bring their own pooled allocator.
     env["TF_ENABLE_ONEDNN_OPTS"] = "0"
-    out = subprocess.run(
-        [sys.executable, "-c", _POOL_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
-    assert out.strip().splitlines()[-1] == expected
+    assert _last_line_printed(_POOL_SCRIPT, env) == expected
