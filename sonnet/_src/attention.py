@@ -1150,9 +1150,10 @@ def _project(
 # which compare against the three separate products (the plain version).
 FUSE_PROJECTIONS = True
 
-# Whether traced self-attention without a cache runs its core (products,
-# mask, softmax) as XLA-compiled functions (`compiled_attention`); the
-# tests' switch to the plain ops, their oracle.
+# Whether traced calls without a cache (and prompts written into one) with
+# known shapes run their core (products, mask, softmax) as XLA-compiled
+# functions (`compiled_attention`); the tests' switch to the plain ops, their
+# oracle.
 COMPILED_CORE = True
 
 

@@ -1,7 +1,8 @@
 """The attention core of traced training steps as XLA-compiled functions.
 
-`snt.MultiHeadAttention` traced without a cache computes, per batch element
-and head, `softmax(q k^T + bias) v` from `[B, heads, T, size]` operands.
+`snt.MultiHeadAttention` traced without a cache (or writing a prompt into
+one) computes, per batch element and head, `softmax(q k^T + bias) v` from
+`[B, heads, T, size]` operands.
 TensorFlow's CPU kernels run its batch matmuls of small matrices (`[T, 64]`
 by `[64, T]`, one per batch element and head) at about a third of the
 machine's matmul rate and the mask, softmax and their gradients as separate
