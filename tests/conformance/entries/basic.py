@@ -144,11 +144,14 @@ CASES = [
     Case(
         id="MLP-dropout-training",
         cls=snt.nets.MLP,
-        factory=lambda: snt.nets.MLP([4, 2], dropout_rate=0.5),
-        inputs=lambda: _x(2, 3),
+        # 8 hidden units x 4 rows: NaN inputs stay visible in the output
+        # unless dropout zeroes every hidden value (1 in 2**32; with 4 x 2
+        # it was 1 in 256, a flaky NaN-propagation check).
+        factory=lambda: snt.nets.MLP([8, 2], dropout_rate=0.5),
+        inputs=lambda: _x(4, 3),
         call=lambda m, x: m(x, is_training=True),
         deterministic=False,
-        ctor_kwargs={"output_sizes": [4, 2], "dropout_rate": 0.5},
+        ctor_kwargs={"output_sizes": [8, 2], "dropout_rate": 0.5},
     ),
 ]
 
