@@ -42,8 +42,12 @@ def _missing() -> str | None:
     absent = [m for m in _DEPENDENCIES if importlib.util.find_spec(m) is None]
     if absent:
         return f"graph_nets' dependencies are not installed here: {absent}"
-    if original.original_python() is None:
+    python = original.original_python()
+    if python is None:
         return original.missing_reason()
+    imports = "import " + ", ".join((*_DEPENDENCIES, "pytest"))
+    if subprocess.run([python, "-c", imports], capture_output=True).returncode:
+        return f"graph_nets' dependencies are not installed for the original: {python}"
     return None
 
 
