@@ -1,0 +1,314 @@
+"""`sonnet.src.*`: 2.0.2's internal import paths, for code written against them.
+
+Code built on the original imported its internals: custom optimizers copied
+from `snt.optimizers.Adam` (`adam_update`, `optimizer_utils`, `once`,
+`utils.variable_like`, `types`), modules by their file (`sonnet.src.linear`).
+Every module path 2.0.2 had (bar the DNC's pieces, `parallel_linear` and its
+test helpers) imports, names the public API's objects, and the helpers
+compute what 2.0.2's did.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import sonnet as snt
+from sonnet.src import base, once, types, utils
+from sonnet.src.optimizers import adam, momentum, optimizer_utils, rmsprop
+
+# 2.0.2's module paths and the public names each had (its `sonnet/src` tree).
+PATHS: dict[str, tuple[str, ...]] = {
+    "axis_norm": ("LayerNorm", "InstanceNorm"),
+    "base": ("Module", "Optimizer", "no_name_scope", "allow_empty_variables"),
+    "batch_apply": ("BatchApply", "merge_leading_dims", "split_leading_dim"),
+    "batch_norm": ("BaseBatchNorm", "BatchNorm"),
+    "bias": ("Bias",),
+    "build": ("build",),
+    "conv": ("Conv1D", "Conv2D", "Conv3D", "ConvND"),
+    "conv_transpose": (
+        "Conv1DTranspose",
+        "Conv2DTranspose",
+        "Conv3DTranspose",
+        "ConvNDTranspose",
+    ),
+    "custom_getter": ("custom_variable_getter",),
+    "deferred": ("Deferred",),
+    "depthwise_conv": ("DepthwiseConv2D",),
+    "distribute": (),
+    "distribute.distributed_batch_norm": ("CrossReplicaBatchNorm",),
+    "distribute.replicator": ("Replicator", "TpuReplicator"),
+    "dropout": ("Dropout",),
+    "embed": ("Embed",),
+    "group_norm": ("GroupNorm",),
+    "initializers": ("Initializer", "Zeros", "VarianceScaling", "Orthogonal"),
+    "leaky_clip_by_value": ("leaky_clip_by_value",),
+    "linear": ("Linear",),
+    "metrics": ("Metric", "Mean", "Sum"),
+    "mixed_precision": ("modes", "enable", "disable", "scope"),
+    "moving_averages": ("ExponentialMovingAverage",),
+    "nets": (),
+    "nets.cifar10_convnet": ("Cifar10ConvNet",),
+    "nets.mlp": ("MLP",),
+    "nets.resnet": ("ResNet", "ResNet50"),
+    "nets.vqvae": ("VectorQuantizer", "VectorQuantizerEMA"),
+    "once": ("once",),
+    "optimizers": (),
+    "optimizers.adam": ("Adam",),
+    "optimizers.momentum": ("Momentum",),
+    "optimizers.optimizer_utils": (),
+    "optimizers.rmsprop": ("RMSProp",),
+    "optimizers.sgd": ("SGD",),
+    "pad": ("causal", "create", "full", "reverse_causal", "same", "valid"),
+    "recurrent": (
+        "RNNCore",
+        "UnrolledRNN",
+        "LSTM",
+        "LSTMState",
+        "GRU",
+        "VanillaRNN",
+        "DeepRNN",
+        "TrainableState",
+        "UnrolledLSTM",
+        "Conv2DLSTM",
+        "dynamic_unroll",
+        "static_unroll",
+        "lstm_with_recurrent_dropout",
+    ),
+    "regularizers": ("Regularizer", "L1", "L2", "OffDiagonalOrthogonal"),
+    "reshape": ("Reshape", "Flatten", "reshape", "flatten"),
+    "scale_gradient": ("scale_gradient",),
+    "sequential": ("Sequential",),
+    "types": ("ParameterUpdate", "TensorLike", "FloatLike", "ShapeLike"),
+    "utils": ("variable_like", "replicate", "get_channel_index", "format_variables"),
+}
+
+_NAMESPACES = (
+    snt,
+    snt.nets,
+    snt.optimizers,
+    snt.initializers,
+    snt.regularizers,
+    snt.distribute,
+    snt.mixed_precision,
+    snt.pad,
+)
+
+
+def _public(name: str):
+    for namespace in _NAMESPACES:
+        if hasattr(namespace, name):
+            return getattr(namespace, name)
+    return None
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_paths_import_and_name_the_public_objects(path):
+    module = importlib.import_module(f"sonnet.src.{path}")
+    for name in PATHS[path]:
+        value = getattr(module, name)
+        public = _public(name)
+        if public is not None and (inspect.isclass(value) or inspect.isfunction(value)):
+            assert value is public, f"sonnet.src.{path}.{name}"
+
+
+def test_module_from_its_old_path_is_the_public_one():
+    from sonnet.src import linear
+
+    layer = linear.Linear(3)
+    assert isinstance(layer, snt.Linear)
+    assert layer(tf.ones([2, 4])).shape == (2, 3)
+
+
+def _numpy_adam(g, lr, b1, b2, eps, t, m, v):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    update = lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+    return update, m, v
+
+
+def test_adam_update_against_numpy():
+    rng = np.random.default_rng(0)
+    g, m, v = rng.normal(size=(3, 5)).astype(np.float32)
+    v = np.abs(v)
+    got = adam.adam_update(
+        g=tf.constant(g),
+        alpha=0.01,
+        beta_1=0.9,
+        beta_2=0.99,
+        epsilon=1e-7,
+        t=3.0,
+        m=tf.constant(m),
+        v=tf.constant(v),
+    )
+    want = _numpy_adam(g, 0.01, 0.9, 0.99, 1e-7, 3.0, m, v)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_momentum_update_against_numpy(nesterov):
+    g, mom = np.float32([1.0, -2.0]), np.float32([0.5, 0.25])
+    update, new = momentum.momentum_update(
+        tf.constant(g), 0.1, 0.9, tf.constant(mom), nesterov
+    )
+    want_mom = 0.9 * mom + g
+    want = 0.1 * (0.9 * want_mom + g) if nesterov else 0.1 * want_mom
+    np.testing.assert_allclose(new.numpy(), want_mom, rtol=1e-6)
+    np.testing.assert_allclose(update.numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_rmsprop_update_against_numpy(centered):
+    g = np.float32([1.0, -2.0])
+    mom, ms, mg = np.float32([0.1, 0.2]), np.float32([1.0, 2.0]), np.float32([0.1, 0])
+    got = rmsprop.rmsprop_update(
+        tf.constant(g),
+        0.9,
+        0.01,
+        1e-6,
+        0.5,
+        tf.constant(mom),
+        tf.constant(ms),
+        tf.constant(mg) if centered else None,
+    )
+    want_ms = 0.1 * g * g + 0.9 * ms
+    want_mg = 0.1 * g + 0.9 * mg if centered else None
+    denominator = want_ms - want_mg**2 + 1e-6 if centered else want_ms + 1e-6
+    want_mom = 0.5 * mom + 0.01 * g / np.sqrt(denominator)
+    np.testing.assert_allclose(got[0].numpy(), want_mom, rtol=1e-5)
+    np.testing.assert_allclose(got[1].numpy(), want_ms, rtol=1e-6)
+    if centered:
+        np.testing.assert_allclose(got[2].numpy(), want_mg, rtol=1e-6)
+    else:
+        assert got[2] is None
+
+
+class _CopiedAdam(base.Optimizer):
+    """A custom optimizer written the way code built on 2.0.2 wrote them:
+    `snt.optimizers.Adam`'s structure on the internal helpers."""
+
+    def __init__(self, learning_rate: types.FloatLike = 0.001):
+        super().__init__(name="copied_adam")
+        self.learning_rate = learning_rate
+        self.beta1, self.beta2, self.epsilon = 0.9, 0.999, 1e-8
+        self.step = tf.Variable(0, trainable=False, name="t", dtype=tf.int64)
+        self.m: list[tf.Variable] = []
+        self.v: list[tf.Variable] = []
+
+    @once.once
+    def _initialize(self, parameters):
+        with tf.name_scope("m"):
+            self.m.extend(utils.variable_like(p, trainable=False) for p in parameters)
+        with tf.name_scope("v"):
+            self.v.extend(utils.variable_like(p, trainable=False) for p in parameters)
+
+    def apply(self, updates, parameters):
+        optimizer_utils.check_distribution_strategy()
+        optimizer_utils.check_updates_parameters(updates, parameters)
+        self._initialize(parameters)
+        self.step.assign_add(1)
+        for update, param, m_var, v_var in zip(updates, parameters, self.m, self.v):
+            if update is None:
+                continue
+            optimizer_utils.check_same_dtype(update, param)
+            step = tf.cast(self.step, update.dtype)
+            if isinstance(update, tf.IndexedSlices):
+                update, indices = optimizer_utils.deduplicate_indexed_slices(update)
+                delta, m, v = adam.adam_update(
+                    update,
+                    self.learning_rate,
+                    self.beta1,
+                    self.beta2,
+                    self.epsilon,
+                    step,
+                    m_var.sparse_read(indices),
+                    v_var.sparse_read(indices),
+                )
+                param.scatter_sub(tf.IndexedSlices(delta, indices))
+                m_var.scatter_update(tf.IndexedSlices(m, indices))
+                v_var.scatter_update(tf.IndexedSlices(v, indices))
+            else:
+                delta, m, v = adam.adam_update(
+                    update,
+                    self.learning_rate,
+                    self.beta1,
+                    self.beta2,
+                    self.epsilon,
+                    step,
+                    m_var,
+                    v_var,
+                )
+                param.assign_sub(delta)
+                m_var.assign(m)
+                v_var.assign(v)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_custom_optimizer_on_the_old_helpers_matches_snt_adam(sparse):
+    def train(optimizer):
+        embed = snt.Embed(6, 3, initializer=snt.initializers.Constant(0.5))
+        ids = tf.constant([0, 2, 2, 5])
+        for _ in range(3):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(embed(ids) - 1.0))
+            (grad,) = tape.gradient(loss, embed.trainable_variables)
+            if not sparse:
+                grad = tf.convert_to_tensor(grad)
+            optimizer.apply([grad], embed.trainable_variables)
+        return embed.embeddings.numpy()
+
+    copied = _CopiedAdam(0.1)
+    np.testing.assert_allclose(
+        train(copied), train(snt.optimizers.Adam(0.1)), rtol=1e-5, atol=1e-6
+    )
+    # As 2.0.2 names them: the optimizer's scope, `m`, the parameter's name.
+    assert [v.name for v in copied.m] == ["copied_adam/m/embed/embeddings:0"]
+    assert not copied.m[0].trainable
+
+
+def test_variable_like_follows_the_original():
+    trainable = tf.Variable(tf.ones([2, 3]), name="kernel")
+    frozen = tf.Variable(tf.ones([2]), trainable=False)
+    assert utils.variable_like(trainable).trainable
+    assert not utils.variable_like(frozen).trainable
+    assert utils.variable_like(tf.ones([1])).trainable  # A tensor: trainable.
+    like = utils.variable_like(trainable, snt.initializers.Ones(), False, "copy")
+    assert like.name == "copy:0" and not like.trainable
+    np.testing.assert_array_equal(like.numpy(), np.ones([2, 3], np.float32))
+    assert utils.variable_like(trainable).name == "kernel:0"
+
+
+def test_rank_checks_take_numpy_arrays():
+    utils.assert_rank(np.zeros([2, 3]), 2)
+    utils.assert_minimum_rank(np.zeros([2, 3, 4]), 2)
+    with pytest.raises(ValueError, match="rank 3"):
+        utils.assert_rank(np.zeros([2, 3]), 3)
+    with pytest.raises(ValueError, match="rank >= 3"):
+        utils.assert_minimum_rank(np.zeros([2]), 3)
+
+
+def test_check_same_dtype_and_updates_parameters_reject():
+    parameter = tf.Variable([1.0])
+    optimizer_utils.check_same_dtype(tf.constant([1.0]), parameter)
+    with pytest.raises(ValueError, match="float32"):
+        optimizer_utils.check_same_dtype(tf.constant([1.0], tf.float16), parameter)
+    with pytest.raises(ValueError, match="updates"):
+        optimizer_utils.check_updates_parameters([None], [parameter])
+    with pytest.raises(ValueError, match="parameters"):
+        optimizer_utils.check_updates_parameters([], [])
+
+
+def test_deduplicate_sums_repeated_rows():
+    update = tf.IndexedSlices(
+        tf.constant([[1.0], [2.0], [4.0]]), tf.constant([3, 1, 3])
+    )
+    values, indices = optimizer_utils.deduplicate_indexed_slices(update)
+    assert dict(zip(indices.numpy().tolist(), values.numpy()[:, 0].tolist())) == {
+        3: 5.0,
+        1: 2.0,
+    }
