@@ -21,7 +21,13 @@ def _public_module_classes() -> set[type]:
                 continue
             value = getattr(module, name)
             if isinstance(value, types.ModuleType):
-                if value.__name__.startswith("sonnet") and "_src" not in value.__name__:
+                # `sonnet.src` (2.0.2's internal paths, once imported) names
+                # the same classes plus internals such as `ConvND`: not API.
+                if (
+                    value.__name__.startswith("sonnet")
+                    and "_src" not in value.__name__
+                    and value.__name__.split(".")[:2] != ["sonnet", "src"]
+                ):
                     visit(value)
             elif isinstance(value, type) and issubclass(value, snt.Module):
                 found.add(value)
