@@ -3,8 +3,8 @@
 Code built on the original imported its internals: custom optimizers copied
 from `snt.optimizers.Adam` (`adam_update`, `optimizer_utils`, `once`,
 `utils.variable_like`, `types`), modules by their file (`sonnet.src.linear`).
-Every module path 2.0.2 had (bar the DNC's pieces, `parallel_linear` and its
-test helpers) imports, names the public API's objects, and the helpers
+Every module path 2.0.2 had (bar the DNC's pieces and its test helpers)
+imports, names the public API's objects, and the helpers
 compute what 2.0.2's did.
 """
 
@@ -63,6 +63,7 @@ PATHS: dict[str, tuple[str, ...]] = {
     "optimizers.optimizer_utils": (),
     "optimizers.rmsprop": ("RMSProp",),
     "optimizers.sgd": ("SGD",),
+    "parallel_linear": ("ParallelLinears",),
     "pad": ("causal", "create", "full", "reverse_causal", "same", "valid"),
     "recurrent": (
         "RNNCore",
@@ -312,3 +313,45 @@ def test_deduplicate_sums_repeated_rows():
         3: 5.0,
         1: 2.0,
     }
+
+
+def test_parallel_linears_against_numpy_and_stacked_linears():
+    from sonnet.src.parallel_linear import ParallelLinears
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 2, 5)).astype(np.float32)
+    w = rng.normal(size=(3, 5, 7)).astype(np.float32)
+    b = rng.normal(size=(3, 1, 7)).astype(np.float32)
+    layers = ParallelLinears(7, w_init=lambda s, d: w, b_init=lambda s, d: b)
+    got = layers(x).numpy()
+    np.testing.assert_allclose(got, np.einsum("nbi,nio->nbo", x, w) + b, rtol=1e-5)
+    for i in range(3):
+        linear = snt.Linear(
+            7, w_init=lambda s, d, i=i: w[i], b_init=lambda s, d, i=i: b[i, 0]
+        )
+        np.testing.assert_allclose(got[i], linear(x[i]).numpy(), rtol=1e-5)
+    # 2.0.2's names and shapes; the default kernel scale is 1 / sqrt(in).
+    layers = ParallelLinears(4)
+    layers(tf.ones([2, 3, 100]))
+    assert [(v.name, v.shape.as_list()) for v in layers.variables] == [
+        ("parallel_linears/b:0", [2, 1, 4]),
+        ("parallel_linears/w:0", [2, 100, 4]),
+    ]
+    assert 0.05 < float(tf.math.reduce_std(layers.w)) < 0.15
+    assert not hasattr(ParallelLinears(4, with_bias=False), "b_init")
+
+
+def test_parallel_linears_rejects():
+    from sonnet.src.parallel_linear import ParallelLinears
+
+    with pytest.raises(ValueError, match="rank 3"):
+        ParallelLinears(2)(tf.ones([2, 3]))
+    with pytest.raises(ValueError, match="b_init"):
+        ParallelLinears(2, with_bias=False, b_init=snt.initializers.Zeros())
+    for spec, what in (([None, 2, 3], "layers"), ([2, 2, None], "size")):
+        layers = ParallelLinears(2)
+        traced = tf.function(layers).get_concrete_function
+        with pytest.raises(ValueError, match=what):
+            traced(tf.TensorSpec(spec))
+        # Nothing was built: an eager call with known sizes builds it.
+        assert layers(tf.ones([2, 2, 3])).shape == (2, 2, 2)

@@ -8,5 +8,6 @@ modules from `sonnet.src.linear`, ...) runs unchanged: each module here names
 the same objects as the public API (`snt.Linear is
 sonnet.src.linear.Linear`), plus the few helpers 2.0.2 kept there. Not an API
 of its own: new code should use `snt.*`. 2.0.2's deeper internals (name-scope
-wrappers, the DNC's pieces, `ParallelLinears`, `CuDNNGRU`) are not provided.
+wrappers, the DNC's pieces, `CuDNNGRU`) are not provided; `ParallelLinears`
+(`sonnet.src.parallel_linear`), which 2.0.2 never exported, is here.
 """
