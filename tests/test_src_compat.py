@@ -302,6 +302,8 @@ def test_check_same_dtype_and_updates_parameters_reject():
         optimizer_utils.check_updates_parameters([None], [parameter])
     with pytest.raises(ValueError, match="parameters"):
         optimizer_utils.check_updates_parameters([], [])
+    with pytest.raises(ValueError, match="one entry per parameter"):
+        optimizer_utils.check_updates_parameters([None], [parameter, parameter])
 
 
 def test_deduplicate_sums_repeated_rows():

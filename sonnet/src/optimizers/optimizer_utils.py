@@ -13,10 +13,25 @@ from sonnet._src.optimizers.optimizer_utils import check_distribution_strategy
 
 
 def check_updates_parameters(updates: Any, parameters: Any) -> None:
-    """Raises a `ValueError` for `apply` arguments no optimizer can use:
-    lengths that differ, no parameters, no update that is not None (and the
-    checks of this library's optimizers: variables, dtypes, shapes)."""
-    _utils.check_updates_parameters(updates, parameters)
+    """Raises a `ValueError` for `apply` arguments no optimizer can use, the
+    checks 2.0.2 made here (no more): lengths that differ, no parameters, or
+    no update that is not None.
+
+    >>> from sonnet.src.optimizers import optimizer_utils
+    >>> optimizer_utils.check_updates_parameters([None, 1.0], [1, 2])
+    """
+    if len(updates) != len(parameters):
+        raise errors.bad_value(
+            "updates",
+            f"must have one entry per parameter ({len(parameters)} parameters)",
+            f"{len(updates)} updates",
+        )
+    if not parameters:
+        raise errors.bad_value("parameters", "must not be empty", parameters)
+    if all(update is None for update in updates):
+        raise errors.bad_value(
+            "updates", "must contain at least one update that is not None", updates
+        )
 
 
 def check_same_dtype(update: Any, parameter: tf.Variable) -> None:
