@@ -292,3 +292,24 @@ def test_bad_constructor_arguments(kwargs, error, match):
     kwargs = {"module": snt.Linear(2), **kwargs}
     with pytest.raises(error, match=match):
         snt.AveragedWeights(**kwargs)
+
+
+def test_averages_of_two_averagers_made_in_one_trace_have_unique_scopes():
+    linear = snt.Linear(2)  # Built in the trace: the averages are made there.
+    first, second = snt.AveragedWeights(linear), snt.AveragedWeights(linear)
+
+    @tf.function
+    def update():
+        linear(tf.ones([1, 3]))
+        first.update()
+        second.update()
+
+    update()
+    assert sorted(v.name for v in first.averages) == [
+        "averaged_weights/averages/linear/b:0",
+        "averaged_weights/averages/linear/w:0",
+    ]
+    assert sorted(v.name for v in second.averages) == [
+        "averaged_weights/averages_1/linear/b:0",
+        "averaged_weights/averages_1/linear/w:0",
+    ]

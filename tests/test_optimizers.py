@@ -490,6 +490,31 @@ def test_slots_created_inside_tf_function_have_the_same_names():
     ]
 
 
+def test_slots_of_same_named_optimizers_in_one_trace_are_made_unique():
+    # As in Sonnet 2.0.2, whose slots were made in the trace: the graph makes
+    # the second `adam/m` scope `adam/m_1`. Eagerly, names repeat.
+    params = _params()
+    first, second = snt.optimizers.Adam(), snt.optimizers.Adam()
+    updates = [tf.ones_like(p) for p in params]
+
+    @tf.function
+    def step():
+        first.apply(updates, params)
+        second.apply(updates, params)
+
+    step()
+    assert sorted(v.name for v in second.m + second.v) == [
+        "adam/m_1/linear/b:0",
+        "adam/m_1/linear/w:0",
+        "adam/v_1/linear/b:0",
+        "adam/v_1/linear/w:0",
+    ]
+    assert sorted(v.name for v in first.m) == ["adam/m/linear/b:0", "adam/m/linear/w:0"]
+    eager = snt.optimizers.Adam()
+    eager.apply(updates, params)
+    assert sorted(v.name for v in eager.m) == ["adam/m/linear/b:0", "adam/m/linear/w:0"]
+
+
 @pytest.mark.parametrize("name,cls,hyper,rule", CONFIGS, ids=CONFIG_IDS)
 def test_checkpoint_round_trip_continues_identically(name, cls, hyper, rule, tmp_path):
     w = tf.Variable([1.0, 2.0])

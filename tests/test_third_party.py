@@ -1,4 +1,4 @@
-"""A project built on the original Sonnet 2 runs its own tests on ours.
+"""Projects built on the original Sonnet 2 run their own tests on ours.
 
 graph_nets 1.1.0 (DeepMind's graph network library) ships a TensorFlow 2
 test suite (`graph_nets/tests_tf2`) written against Sonnet 2's `snt.Module`,
@@ -9,9 +9,21 @@ second environment with the original Sonnet 2.0.2 and here with ours, and
 every test that passes with the original must pass with ours. (Some fail
 with both: they match TensorFlow's error messages of 2020.)
 
-`.ci/run` downloads graph_nets' sources from the package registry into
-`.ci-third-party/` and installs its dependencies (dm-tree, networkx, six,
-future) in both environments; without them the test is skipped with the
+acme 0.4.0 (DeepMind's reinforcement learning framework; its TensorFlow
+agents are built on Sonnet 2): its TensorFlow tests (networks, losses,
+savers, utilities) run in both environments in the same way, and
+`third_party/acme_networks.py` runs every network acme exports (Atari,
+IMPALA and R2D2 cores with their unrolls, continuous-control torsos and
+distribution heads, a D4PG-style learner step, snapshots and checkpoints)
+with fixed weights in both and must print the same results. acme's other
+imports that its TensorFlow code never calls (launchpad, gym, reverb, ...)
+are answered by `third_party/acme_stubs`.
+
+`.ci/run` downloads both projects' sources from the package registry into
+`.ci-third-party/`, installs graph_nets' dependencies (dm-tree, networkx,
+six, future) in both environments and acme's (TensorFlow Probability,
+tf-keras, dm-env, trfl, Pillow) into `.ci-third-party/acme-deps`, which
+only these runs put on the path; without them a test is skipped with the
 reason.
 """
 
@@ -29,9 +41,25 @@ import pytest
 from tests.differential import original
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ROOT / ".ci-third-party" / "graph_nets-1.1.0"
+THIRD_PARTY = ROOT / ".ci-third-party"
+SOURCES = THIRD_PARTY / "graph_nets-1.1.0"
 SUITE = "graph_nets/tests_tf2"
 _DEPENDENCIES = ("tree", "networkx", "six", "future")
+ACME = THIRD_PARTY / "dm-acme-0.4.0"
+ACME_DEPENDENCIES = THIRD_PARTY / "acme-deps"
+ACME_STUBS = Path(__file__).resolve().parent / "third_party" / "acme_stubs"
+ACME_NETWORKS = Path(__file__).resolve().parent / "third_party" / "acme_networks.py"
+# acme's TensorFlow tests that pytest runs (its savers' tests need absl's
+# flags, so they run through their own `absltest.main()`).
+ACME_TESTS = (
+    "acme/tf/losses/distributional_test.py",
+    "acme/tf/networks/distributional_test.py",
+    "acme/tf/networks/distributions_test.py",
+    "acme/tf/networks/recurrence_test.py",
+    "acme/tf/utils_test.py",
+    "acme/tf/variable_utils_test.py",
+)
+ACME_ABSL_TESTS = ("acme/tf/savers_test.py",)
 
 pytestmark = pytest.mark.slow
 
@@ -51,12 +79,19 @@ def _missing() -> str | None:
     return None
 
 
-def _run(python: str) -> tuple[set[str], int, str]:
-    """Runs graph_nets' TF2 suite with `python`: (failed ids, passed, log)."""
+def _environment(*path: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(SOURCES)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in path)
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def _pytest(
+    python: str, cwd: Path, env: dict[str, str], *tests: str
+) -> tuple[set[str], int, str]:
+    """Runs a project's tests with `python` in its own directory: (failed
+    ids, number passed, log)."""
     result = subprocess.run(
         [
             python,
@@ -66,7 +101,7 @@ def _run(python: str) -> tuple[set[str], int, str]:
             "-rf",
             "-p",
             "no:cacheprovider",
-            # graph_nets' own directory as the root: without these, pytest
+            # The project's own directory as the root: without these, pytest
             # would find this repository's configuration and conftest.py
             # above it, and import our Sonnet into the original's run.
             "-c",
@@ -75,9 +110,9 @@ def _run(python: str) -> tuple[set[str], int, str]:
             ".",
             "--confcutdir",
             ".",
-            SUITE,
+            *tests,
         ],
-        cwd=SOURCES,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -87,6 +122,11 @@ def _run(python: str) -> tuple[set[str], int, str]:
     failed = set(re.findall(r"^FAILED (\S+)", log, flags=re.MULTILINE))
     passed = re.search(r"(\d+) passed", log)
     return failed, int(passed.group(1)) if passed else 0, log
+
+
+def _run(python: str) -> tuple[set[str], int, str]:
+    """Runs graph_nets' TF2 suite with `python`: (failed ids, passed, log)."""
+    return _pytest(python, SOURCES, _environment(SOURCES), SUITE)
 
 
 def test_graph_nets_suite_passes_as_with_the_original():
@@ -104,3 +144,77 @@ def test_graph_nets_suite_passes_as_with_the_original():
         f"pass with Sonnet 2.0.2, fail with ours: {regressions}\n{our_log[-6000:]}"
     )
     assert ours_passed >= theirs_passed, our_log[-3000:]
+
+
+def _acme_missing() -> str | None:
+    if not (ACME / "acme" / "tf").is_dir():
+        return f"acme's sources are not at {ACME} (run .ci/run)"
+    if not (ACME_DEPENDENCIES / "tensorflow_probability").is_dir():
+        return f"acme's dependencies are not at {ACME_DEPENDENCIES} (run .ci/run)"
+    if importlib.util.find_spec("tree") is None:
+        return "dm-tree is not installed here"
+    python = original.original_python()
+    if python is None:
+        return original.missing_reason()
+    return None
+
+
+def _acme_environment() -> dict[str, str]:
+    return _environment(ACME_DEPENDENCIES, ACME_STUBS, ACME)
+
+
+def _acme_python(python: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, *args],
+        cwd=ACME,
+        env=_acme_environment(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_acme_tests_pass_as_with_the_original():
+    reason = _acme_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    python = original.original_python()
+    assert python is not None
+    env = _acme_environment()
+    theirs, theirs_passed, their_log = _pytest(python, ACME, env, *ACME_TESTS)
+    ours, ours_passed, our_log = _pytest(sys.executable, ACME, env, *ACME_TESTS)
+    assert theirs_passed >= 25, their_log[-3000:]
+    regressions = sorted(ours - theirs)
+    assert not regressions, (
+        f"pass with Sonnet 2.0.2, fail with ours: {regressions}\n{our_log[-6000:]}"
+    )
+    assert ours_passed >= theirs_passed, our_log[-3000:]
+    for test in ACME_ABSL_TESTS:
+        their_run = _acme_python(python, test)
+        assert their_run.returncode == 0, their_run.stderr[-3000:]
+        our_run = _acme_python(sys.executable, test)
+        assert our_run.returncode == 0, our_run.stderr[-6000:]
+
+
+def test_acme_networks_compute_as_with_the_original():
+    reason = _acme_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    python = original.original_python()
+    assert python is not None
+    their_run = _acme_python(python, str(ACME_NETWORKS))
+    assert their_run.returncode == 0, their_run.stderr[-3000:]
+    our_run = _acme_python(sys.executable, str(ACME_NETWORKS))
+    assert our_run.returncode == 0, our_run.stderr[-6000:]
+    theirs = their_run.stdout.splitlines()
+    ours = our_run.stdout.splitlines()
+    assert len(theirs) > 80, their_run.stdout[-3000:]
+    assert not [line for line in theirs if ".error = " in line], theirs
+    differences = [(a, b) for a, b in zip(theirs, ours, strict=False) if a != b] + (
+        [("(lines)", f"{len(theirs)} vs {len(ours)}")]
+        if len(theirs) != len(ours)
+        else []
+    )
+    assert not differences, "\n".join(
+        f"original: {a[:300]}\nours:     {b[:300]}" for a, b in differences
+    )

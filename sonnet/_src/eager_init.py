@@ -54,6 +54,7 @@ from sonnet._src import class_patch, initializers, once, tf_compat
 __all__ = [
     "constants_created_eagerly",
     "disabled",
+    "name_scope",
     "outside_trace",
     "under_strategies",
 ]
@@ -118,14 +119,41 @@ def outside_trace(f: Callable[..., T]) -> Callable[..., T]:
             calls.append((wrapper, args, kwargs))
         if not _moves():
             return f(*args, **kwargs)
+        previous = getattr(_state, "traced_graph", None)
+        _state.traced_graph = tf.compat.v1.get_default_graph()
         try:
             with tf_compat.outside_trace():
                 return f(*args, **kwargs)
         except _REFUSED:
             pass  # It needs the graph: run it there, as TensorFlow would.
+        finally:
+            _state.traced_graph = previous
         return f(*args, **kwargs)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def name_scope(name: str) -> Iterator[str]:
+    """`tf.name_scope(name)` for module initialisation: named as in the trace.
+
+    A name scope entered inside a `tf.function` is made unique within its graph
+    (a second `adam/m` becomes `adam/m_1`), while the eager context, where
+    `outside_trace` runs an initialisation, reuses names. Inside such a moved
+    initialisation this enters the scope the traced graph would have given
+    (and marks that name used there), so variables are named as in Sonnet
+    2.0.2, whose initialisation ran in the trace; elsewhere it is
+    `tf.name_scope(name)`.
+    """
+    graph = getattr(_state, "traced_graph", None)
+    if graph is None or not tf.executing_eagerly():
+        with tf.name_scope(name) as scope:
+            yield scope
+        return
+    with graph.as_default(), tf.name_scope(name) as unique:
+        pass  # Only takes (and reserves) the graph's name for the scope.
+    with tf.name_scope(unique) as scope:
+        yield scope
 
 
 def initialization_of(value: Any) -> Callable[..., Any] | None:

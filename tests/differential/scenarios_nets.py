@@ -224,6 +224,7 @@ def register(h):
             f"optimizers.{name}(tf.function)",
             lambda _c=cls, _b=base: _optimize(_c, traced=True, **_b),
         )
+    h.add("optimizers(same_names_in_one_trace)", _same_names_in_one_trace)
 
 
 _APPLY_AXES = {
@@ -296,6 +297,32 @@ def _optimize(cls, traced=False, **kwargs):
     for _ in range(3):
         step()
     return params, optimizer
+
+
+def _same_names_in_one_trace():
+    # Two optimizers of one name whose slots are made in the same trace: the
+    # graph makes the second's slot scopes unique (`adam/m_1/...`), as when
+    # an agent's policy and critic optimizers step in one `tf.function`. One
+    # made eagerly first keeps the plain names.
+    params = _params()
+    eager = snt.optimizers.Adam(0.1)
+    eager.apply(_updates("dense", params), params)
+    optimizers = [
+        snt.optimizers.Adam(0.1),
+        snt.optimizers.Adam(0.1),
+        snt.optimizers.RMSProp(0.1, momentum=0.5, centered=True),
+        snt.optimizers.RMSProp(0.1, momentum=0.5, centered=True),
+        snt.optimizers.Momentum(0.1, 0.9, name="adam"),
+        snt.optimizers.Momentum(0.1, 0.9, name="adam"),
+    ]
+
+    @tf.function
+    def step():
+        for optimizer in [*optimizers, eager]:
+            optimizer.apply(_updates("dense", params), params)
+
+    step()
+    return [[v.name for v in o.variables] for o in [eager, *optimizers]]
 
 
 def _functional_optimize(cls, **kwargs):
