@@ -282,3 +282,103 @@ def test_submodule_moves_out_when_its_parent_needs_the_graph():
         out = tf.function(module)(tf.fill([1, 3], 2.0))
     np.testing.assert_allclose(out, [[12.0, 12.0]])
     assert seen == {"scale": False, "w": True, "b": True}
+
+
+class _LazyParts(snt.Module):
+    """Makes its submodules, a name scope and a variable on its first call."""
+
+    @snt.once
+    def _initialize(self, x: tf.Tensor) -> None:
+        self.first = snt.Linear(3)
+        self.second = snt.Linear(3)
+        with tf.name_scope("inner"):
+            self.inner = snt.Linear(2)
+        self.scale = tf.Variable(tf.ones([x.shape[-1]]), name="scale")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        self._initialize(x)
+        y = self.first(x * self.scale) + self.second(x)
+        return y + tf.reduce_sum(self.inner(x))
+
+
+def _scopes(module: _LazyParts) -> list[str]:
+    return [m.name_scope.name for m in (module.first, module.second, module.inner)]
+
+
+def test_scopes_made_in_a_moved_initialisation_are_named_as_in_the_trace():
+    # In the trace (as in Sonnet 2.0.2, whose initialisation ran there) a
+    # scope name is made unique within the graph; variables' own names are not.
+    a, b = _LazyParts(name="parts"), _LazyParts(name="parts")
+    x = tf.ones([2, 4])
+    with _where_created() as seen:
+        tf.function(lambda x: a(x) + b(x))(x)
+    assert all(seen.values())  # Created eagerly, outside the trace.
+    assert _scopes(a) == ["parts/linear/", "parts/linear_1/", "parts/inner/linear/"]
+    assert _scopes(b) == [
+        "parts/linear_2/",
+        "parts/linear_3/",
+        "parts/inner_1/linear/",
+    ]
+    assert sorted(v.name for v in b.variables) == [
+        "parts/inner_1/linear/b:0",
+        "parts/inner_1/linear/w:0",
+        "parts/linear_2/b:0",
+        "parts/linear_2/w:0",
+        "parts/linear_3/b:0",
+        "parts/linear_3/w:0",
+        "parts/scale:0",
+    ]
+    # Eagerly, names repeat.
+    c = _LazyParts(name="parts")
+    c(x)
+    assert _scopes(c) == ["parts/linear/", "parts/linear/", "parts/inner/linear/"]
+
+
+def test_scope_names_are_given_back_when_the_initialisation_needs_the_graph():
+    class FromValues(snt.Module):
+        @snt.once
+        def _initialize(self, x: tf.Tensor) -> None:
+            self.linear = snt.Linear(3)
+            self.start = tf.Variable(x[0], name="start")  # Needs the graph.
+
+        def __call__(self, x: tf.Tensor) -> tf.Tensor:
+            self._initialize(x)
+            return self.linear(x) * self.start
+
+    module = FromValues()
+    tf.function(module)(tf.ones([2, 3]))
+    # Taken outside the trace first, then given back: not `linear_1`.
+    assert module.linear.name_scope.name == "from_values/linear/"
+
+
+def test_other_threads_name_scopes_are_unchanged_during_a_moved_initialisation():
+    import threading
+
+    entered = threading.Event()
+    release = threading.Event()
+    names: list[str] = []
+
+    class Slow(snt.Module):
+        @snt.once
+        def _initialize(self, x: tf.Tensor) -> None:
+            del x
+            entered.set()
+            release.wait(10)
+            self.linear = snt.Linear(2)
+
+        def __call__(self, x: tf.Tensor) -> tf.Tensor:
+            self._initialize(x)
+            return self.linear(x)
+
+    def other() -> None:
+        entered.wait(10)
+        for _ in range(2):
+            with tf.name_scope("other") as scope:
+                names.append(scope)
+        release.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    tf.function(Slow())(tf.ones([1, 2]))
+    thread.join()
+    assert names == ["other/", "other/"]

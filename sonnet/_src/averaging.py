@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import base, checks, eager_init, errors, once, utils
+from sonnet._src import base, checks, errors, once, utils
 from sonnet._src.optimizers import optimizer_utils as opt_utils
 
 
@@ -115,7 +115,7 @@ class AveragedWeights(base.Module):
                 "must have trainable variables by the first `update()`",
                 self._module,
             )
-        with eager_init.name_scope("averages"):
+        with tf.name_scope("averages"):
             self.averages.extend(_copy(v) for v in live)
         vars(self)["_live"] = live
 

@@ -36,7 +36,11 @@ while a `tf.function` is traced. The rule, for module authors:
   no other call path changes.
 
 Constructors are not moved: a module built inside a trace names its scope
-the graph's way (`linear_1`), which the eager context would not do.
+the graph's way (`linear_1`), which the eager context would not do. Name
+scopes entered by a moved initialisation (a submodule it builds, an
+optimizer's slot scopes, `tf.name_scope` in its code) are named the graph's
+way too (`_NAME_SCOPES`), so variables are named as if the initialisation had
+run in the trace, as in Sonnet 2.0.2.
 """
 
 from __future__ import annotations
@@ -54,7 +58,6 @@ from sonnet._src import class_patch, initializers, once, tf_compat
 __all__ = [
     "constants_created_eagerly",
     "disabled",
-    "name_scope",
     "outside_trace",
     "under_strategies",
 ]
@@ -119,41 +122,43 @@ def outside_trace(f: Callable[..., T]) -> Callable[..., T]:
             calls.append((wrapper, args, kwargs))
         if not _moves():
             return f(*args, **kwargs)
-        previous = getattr(_state, "traced_graph", None)
-        _state.traced_graph = tf.compat.v1.get_default_graph()
+        names = tf_compat.TracedNames(tf.compat.v1.get_default_graph())
         try:
-            with tf_compat.outside_trace():
-                return f(*args, **kwargs)
+            with _NAME_SCOPES.scope(_name_scope_enter, names):
+                with tf_compat.outside_trace():
+                    return f(*args, **kwargs)
         except _REFUSED:
-            pass  # It needs the graph: run it there, as TensorFlow would.
-        finally:
-            _state.traced_graph = previous
+            names.release()  # It needs the graph: run it there, as TensorFlow would.
         return f(*args, **kwargs)
 
     return wrapper
 
 
-@contextlib.contextmanager
-def name_scope(name: str) -> Iterator[str]:
-    """`tf.name_scope(name)` for module initialisation: named as in the trace.
+def _name_scope_enter() -> list[tuple[type, str]]:
+    return [(tf.name_scope, "__enter__")]
 
-    A name scope entered inside a `tf.function` is made unique within its graph
-    (a second `adam/m` becomes `adam/m_1`), while the eager context, where
-    `outside_trace` runs an initialisation, reuses names. Inside such a moved
-    initialisation this enters the scope the traced graph would have given
-    (and marks that name used there), so variables are named as in Sonnet
-    2.0.2, whose initialisation ran in the trace; elsewhere it is
-    `tf.name_scope(name)`.
-    """
-    graph = getattr(_state, "traced_graph", None)
-    if graph is None or not tf.executing_eagerly():
-        with tf.name_scope(name) as scope:
-            yield scope
-        return
-    with graph.as_default(), tf.name_scope(name) as unique:
-        pass  # Only takes (and reserves) the graph's name for the scope.
-    with tf.name_scope(unique) as scope:
-        yield scope
+
+def _enter_as_traced(cls: type, name: str, original: Any) -> Any:
+    """`tf.name_scope.__enter__` while an initialisation runs moved out of a
+    trace: in the thread running it, a relative scope gets the name the traced
+    graph would give it (`TracedNames`)."""
+    del cls, name
+
+    def __enter__(scope: Any) -> str:
+        names = _NAME_SCOPES.current()
+        if names is None:
+            return original(scope)
+        return names.enter(scope, original)
+
+    return __enter__
+
+
+# A name scope entered in a `tf.function` is made unique within its graph
+# (a second `linear` under `m/` is `m/linear_1`; eagerly, names repeat). Module
+# initialisation moved out of the trace enters its scopes (submodules' and
+# optimizer slots' among them) as the trace would have, so variables are
+# named as when the initialisation ran in the trace (as in Sonnet 2.0.2).
+_NAME_SCOPES = class_patch.ClassPatch(_enter_as_traced)
 
 
 def initialization_of(value: Any) -> Callable[..., Any] | None:

@@ -25,6 +25,14 @@ function being traced, which then neither traces a second time nor refuses
 variables in a later trace; and, as no public API tells the current device
 scope, an op created in the graph is what shows it (`in_device_scope`).
 
+A name scope entered while a `tf.function` is traced gets a name unique in
+its graph (`m/linear_1`); entered eagerly, names repeat. An initialisation
+moved out of the trace enters its scopes (submodules built there, optimizer
+slots) as the trace would have (`TracedNames`): no public API enters a scope
+eagerly under a graph's unique name, or gives a taken name back when the
+initialisation must run in the graph after all, so this reads a name scope's
+name (`_name`) and the graph's names in use (`Graph._names_in_use`).
+
 Restore-on-create (`tf.train.Checkpoint.read` before a module's variables
 exist) restores each variable when the module first tracks it, through
 `Trackable._handle_deferred_dependencies`, TensorFlow's general restore
@@ -82,6 +90,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -287,9 +296,18 @@ def keras_variable_of(variable: tf.Variable) -> Any:
     return _keras_variable_class(variable)
 
 
+_creating = threading.local()
+
+
 def _not_registered(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
     kwargs["experimental_enable_variable_lifting"] = False
-    return next_creator(**kwargs)
+    # The name scopes TensorFlow enters to name the variable are eager ones in
+    # a trace too (`TracedNames` leaves them alone).
+    _creating.depth = getattr(_creating, "depth", 0) + 1
+    try:
+        return next_creator(**kwargs)
+    finally:
+        _creating.depth -= 1
 
 
 @contextlib.contextmanager
@@ -299,6 +317,62 @@ def outside_trace() -> Iterator[None]:
     function (whose other variable creators still see them)."""
     with tf.init_scope(), tf.variable_creator_scope(_not_registered):
         yield
+
+
+class TracedNames:
+    """Scope names of a graph being traced, for an initialisation run outside it.
+
+    `enter(scope, original)` enters the `tf.name_scope` object `scope`
+    eagerly (`original` is `tf.name_scope.__enter__`) under the name the
+    traced graph would have given it: a relative name, made unique among the
+    graph's names under the current (eager) scope and marked used there, as
+    entering it in the graph would. `release()` gives the names taken back,
+    for an initialisation that is then run in the graph after all. Reads
+    and writes the graph's names in use (`Graph._names_in_use`) and a name
+    scope's name (`_name`): no public API enters a given scope eagerly under
+    a graph's unique name or takes such a name back.
+    """
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        # (key, count before) per name marked, to give them back in reverse.
+        self._taken: list[tuple[str, int | None]] = []
+
+    def enter(self, scope: Any, original: Callable[[Any], str]) -> str:
+        name = scope._name
+        if (
+            not name
+            or name[-1] == "/"
+            or getattr(_creating, "depth", 0)
+            or not tf.executing_eagerly()
+        ):
+            return original(scope)
+        current = tf.get_current_name_scope()
+        graph = self.graph
+        in_use = graph._names_in_use
+        # The key `unique_name` counts the name under (it returns another
+        # key, marked too, when that one is taken).
+        base = f"{current}/{name}".lower() if current else name.lower()
+        before = in_use.get(base)
+        with graph.as_default(), graph.name_scope(f"{current}/" if current else ""):
+            unique = graph.unique_name(name)
+        self._taken.append((base, before))
+        if unique.lower() != base:
+            self._taken.append((unique.lower(), None))
+        scope._name = f"{unique}/"
+        try:
+            return original(scope)
+        finally:
+            scope._name = name
+
+    def release(self) -> None:
+        in_use = self.graph._names_in_use
+        for key, before in reversed(self._taken):
+            if before is None:
+                in_use.pop(key, None)
+            else:
+                in_use[key] = before
+        self._taken.clear()
 
 
 def in_device_scope() -> bool:

@@ -98,6 +98,7 @@ def register(h):
     h.add("Module(no_super_init)", _no_super_init)
     h.add("Module(no_name_scope)", _no_name_scope)
     h.add("Module(name_scope_nesting)", _nested_names)
+    h.add("Module(lazy_submodules_in_one_trace)", _lazy_submodules_in_one_trace)
     h.add("once", _once)
     h.add("once(retry_after_error)", _once_retry)
     h.add("build", _build)
@@ -594,3 +595,32 @@ def _module_tf_function_method():
 
     m = M()
     return m(tf.ones([2, 3])), m
+
+
+class _LazyParts(snt.Module):
+    """A user module that makes submodules and a scope on its first call."""
+
+    @snt.once
+    def _initialize(self, x):
+        self.first = snt.Linear(3)
+        self.second = snt.Linear(3)
+        with tf.name_scope("inner"):
+            self.inner = snt.Linear(2)
+        self.scale = tf.Variable(tf.ones([x.shape[-1]]), name="scale")
+
+    def __call__(self, x):
+        self._initialize(x)
+        y = self.first(x * self.scale) + self.second(x)
+        return y + tf.reduce_sum(self.inner(x))
+
+
+def _lazy_submodules_in_one_trace():
+    # Two such modules first called in one `tf.function`: the graph makes
+    # their scope names unique (`parts/linear_2/...`); variables' own names
+    # are not; eagerly, names repeat.
+    a, b = _LazyParts(name="parts"), _LazyParts(name="parts")
+    x = tf.ones([2, 4])
+    tf.function(lambda x: a(x) + b(x))(x)
+    c = _LazyParts(name="parts")
+    c(x)
+    return [sorted(v.name for v in m.variables) for m in (a, b, c)]

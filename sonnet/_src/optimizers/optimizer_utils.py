@@ -22,7 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from sonnet._src import checks, eager_init, errors, utils
+from sonnet._src import checks, errors, utils
 from sonnet._src.distribute import replicator
 
 # Dtypes for which the fused `ResourceApply*` kernels exist on every device.
@@ -379,10 +379,9 @@ def create_slots(
     parameters: Sequence[tf.Variable], /, **slot_lists: list[tf.Variable]
 ) -> None:
     """Extends each of `slot_lists`, in order, with one `slot_like` per
-    parameter, made in a name scope named by its keyword (named as in the
-    `tf.function` being traced, if any: `eager_init.name_scope`)."""
+    parameter, made in a name scope named by its keyword."""
     for scope, slots in slot_lists.items():
-        with eager_init.name_scope(scope):
+        with tf.name_scope(scope):
             slots.extend(slot_like(p) for p in parameters)
 
 
