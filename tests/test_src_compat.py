@@ -357,3 +357,57 @@ def test_parallel_linears_rejects():
             traced(tf.TensorSpec(spec))
         # Nothing was built: an eager call with known sizes builds it.
         assert layers(tf.ones([2, 2, 3])).shape == (2, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "shape,fans",
+    [
+        ((), (1, 1)),
+        ((7,), (7, 7)),
+        ((3, 5), (3, 5)),
+        (tf.TensorShape([3, 5]), (3, 5)),
+        ((2, 3, 4, 6), (24, 36)),
+    ],
+)
+def test_compute_fans_follows_the_original(shape, fans):
+    from sonnet.src import initializers
+
+    assert initializers._compute_fans(shape) == fans
+
+
+def test_the_originals_private_names():
+    from sonnet.src import mixed_precision
+
+    assert isinstance(tf.function(lambda: 1.0), base.TFFunctionType)
+    assert mixed_precision._get_mixed_precision_mode() is None
+    with snt.mixed_precision.scope(tf.float16):
+        assert mixed_precision._get_mixed_precision_mode() == tf.float16
+
+
+def test_decorator_wraps_functions_methods_and_callable_objects():
+    seen = []
+
+    @utils.decorator
+    def double(wrapped, instance, args, kwargs):
+        seen.append(instance)
+        return 2 * wrapped(*args, **kwargs)
+
+    assert double(lambda x, y: x**y)(3, y=2) == 18
+    assert seen[-1] is None
+
+    class Power:
+        @double
+        def f(self, x, y):
+            return x**y
+
+        def g(self, x, y):
+            return x**y
+
+        def __call__(self, x, y):
+            return x**y
+
+    p = Power()
+    assert p.f(3, 2) == 18 and seen[-1] is p  # In the class body.
+    assert double(p.g)(3, y=2) == 18 and seen[-1] is p  # A bound method.
+    assert double(p)(2, 3) == 16 and seen[-1] is p  # A callable object.
+    assert Power.f.__name__ == "f"

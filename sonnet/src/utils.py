@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -67,10 +70,68 @@ def variable_like(
         )
 
 
+def decorator(
+    decorator_fn: Callable[
+        [Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any
+    ],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Turns `decorator_fn(wrapped, instance, args, kwargs)` into a decorator.
+
+    The wrapt-style helper 2.0.2 kept in `sonnet.src.utils`: the decorator
+    made calls `decorator_fn` with the function it wraps, the object it is
+    bound to (None for a plain function) and the call's arguments. It
+    decorates plain functions, functions defined in a class body whose
+    first parameter is `self` (bound per call), bound methods and callable
+    objects (their `__call__`, bound to the object).
+
+    >>> from sonnet.src import utils
+    >>> @utils.decorator
+    ... def twice(wrapped, instance, args, kwargs):
+    ...   return 2 * wrapped(*args, **kwargs)
+    >>> twice(lambda x: x + 1)(3)
+    8
+    """
+
+    @functools.wraps(decorator_fn)
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.ismethod(f):
+
+            @functools.wraps(f)
+            def bound(*args: Any, **kwargs: Any) -> Any:
+                return decorator_fn(f, f.__self__, args, kwargs)
+
+            return bound
+        if inspect.isfunction(f):
+            parameters = list(inspect.signature(f).parameters)
+            if parameters and parameters[0] == "self":
+
+                @functools.wraps(f)
+                def unbound(self: Any, *args: Any, **kwargs: Any) -> Any:
+                    return decorator_fn(f.__get__(self, type(self)), self, args, kwargs)
+
+                return unbound
+
+            @functools.wraps(f)
+            def plain(*args: Any, **kwargs: Any) -> Any:
+                return decorator_fn(f, None, args, kwargs)
+
+            return plain
+        call = f.__call__
+
+        @functools.wraps(call)
+        def of_object(*args: Any, **kwargs: Any) -> Any:
+            return decorator_fn(call, f, args, kwargs)
+
+        return of_object
+
+    return decorate
+
+
 __all__ = [
     "CompareById",
     "assert_minimum_rank",
     "assert_rank",
+    "decorator",
     "format_variables",
     "get_channel_index",
     "log_variables",
