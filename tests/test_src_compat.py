@@ -411,3 +411,137 @@ def test_decorator_wraps_functions_methods_and_callable_objects():
     assert double(p.g)(3, y=2) == 18 and seen[-1] is p  # A bound method.
     assert double(p)(2, 3) == 16 and seen[-1] is p  # A callable object.
     assert Power.f.__name__ == "f"
+
+
+# -- the DNC's building blocks (`sonnet.src.nets.dnc`)
+
+
+def _rand(rng, *shape):
+    return rng.uniform(0.0, 1.0, shape).astype(np.float32)
+
+
+def test_dnc_segment_dim_against_numpy():
+    from sonnet.src.nets.dnc import util
+
+    x = np.arange(2 * 14 * 3, dtype=np.float32).reshape(2, 14, 3)
+    one, two = util.segment_dim(
+        tf.constant(x), 1, [tf.TensorShape([3, 3]), tf.TensorShape([5])]
+    )
+    np.testing.assert_array_equal(one, x[:, :9].reshape(2, 3, 3, 3))
+    np.testing.assert_array_equal(two, x[:, 9:])
+    (last,) = util.segment_dim(tf.constant(x), -1, [tf.TensorShape([1, 3])])
+    np.testing.assert_array_equal(last, x.reshape(2, 14, 1, 3))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 6])])
+    def unknown_batch(t):
+        return util.segment_dim(t, 1, [tf.TensorShape([2, 2]), tf.TensorShape([2])])
+
+    a, b = unknown_batch(tf.ones([4, 6]))
+    assert a.shape == (4, 2, 2) and b.shape == (4, 2)
+    for dim in (2, -3):
+        with pytest.raises(ValueError, match="`dim` must be an axis"):
+            util.segment_dim(tf.ones([2, 6]), dim, [tf.TensorShape([6])])
+
+
+def test_dnc_batched_helpers_against_numpy():
+    from sonnet.src.nets.dnc import util
+
+    perms = np.array([[2, 0, 1], [0, 2, 1]], np.int32)
+    inverse = util.batch_invert_permutation(tf.constant(perms)).numpy()
+    np.testing.assert_array_equal(inverse, np.argsort(perms, axis=1))
+    values = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
+    gathered = util.batch_gather(tf.constant(values), tf.constant(perms))
+    np.testing.assert_array_equal(
+        gathered, np.stack([values[b][perms[b]] for b in range(2)])
+    )
+    hot = util.one_hot(4, 2)
+    assert hot.dtype == np.float64 and hot.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_dnc_apply_linear_one_or_two():
+    from sonnet.src.nets.dnc import util
+
+    x, y = tf.ones([2, 3]), tf.fill([2, 4], 2.0)
+    a = snt.Linear(5, w_init=snt.initializers.Constant(0.5))
+    b = snt.Linear(5, w_init=snt.initializers.Constant(0.25))
+    np.testing.assert_allclose(util.apply_linear(x, a), np.full([2, 5], 1.5))
+    np.testing.assert_allclose(
+        util.apply_linear([x, y], [a, b], activation=tf.negative), np.full([2, 5], -3.5)
+    )
+    assert util.apply_split_linear(a, b, x, y).shape == (2, 5)
+    with pytest.raises(AssertionError, match="one each or two each"):
+        util.apply_linear([x, x, x], [a, a, a])
+    with pytest.raises(ValueError):  # As 2.0.2 (dm-tree's structure check).
+        util.apply_linear([x, y], a)
+    with pytest.raises(TypeError):
+        util.apply_linear((x, y), [a, b])
+
+
+def test_dnc_read_and_write_against_numpy():
+    from sonnet.src.nets.dnc import read, write
+
+    rng = np.random.RandomState(0)
+    memory = _rand(rng, 2, 5, 3)
+    address = _rand(rng, 2, 4, 5)  # 4 heads.
+    resets = _rand(rng, 2, 4, 3)
+    values = _rand(rng, 2, 4, 3)
+    rows = _rand(rng, 2, 4)
+    t = tf.constant
+    words = np.einsum("bhm,bmw->bhw", address, memory)
+    np.testing.assert_allclose(read.read(t(memory), t(address)), words, rtol=1e-6)
+    np.testing.assert_allclose(
+        read.read(t(memory), t(address), squash_after_access=True),
+        np.tanh(words),
+        rtol=1e-6,
+    )
+    # As in 2.0.2, squashing "before access" changes nothing.
+    np.testing.assert_allclose(
+        read.read(t(memory), t(address), squash_before_access=False), words, rtol=1e-6
+    )
+    added = memory + np.einsum("bhm,bhw->bmw", address, values)
+    np.testing.assert_allclose(
+        write.additive_write(t(memory), t(address), t(values)), added, rtol=1e-6
+    )
+    keep = np.prod(1 - address[..., None] * resets[:, :, None, :], axis=1)
+    np.testing.assert_allclose(
+        write.erase(t(memory), t(address), t(resets)), memory * keep, rtol=1e-6
+    )
+    keep_rows = np.prod(1 - address * rows[..., None], axis=1)[..., None]
+    np.testing.assert_allclose(
+        write.erase_rows(t(memory), t(address), t(rows)), memory * keep_rows, rtol=1e-6
+    )
+    both = memory * keep + np.einsum("bhm,bhw->bmw", address, values)
+    np.testing.assert_allclose(
+        write.erase_and_write(t(memory), t(address), t(resets), t(values)),
+        both,
+        rtol=1e-6,
+    )
+
+
+def test_dnc_controllers():
+    from sonnet.src.nets.dnc import control
+
+    assert control.get_controller_ctor("LSTM") is snt.LSTM
+    assert control.get_controller_ctor("GRU") is snt.GRU
+    assert control.get_controller_ctor("FeedForward") is control.FeedForward
+    core = control.FeedForward(3)
+    state = core.initial_state(2)
+    assert state.shape == (2, 1) and state.dtype == tf.float32
+    x = tf.constant(np.random.RandomState(1).randn(2, 4).astype(np.float32))
+    outputs, next_state = core(x, state)
+    expected = np.tanh(x.numpy() @ core.linear.w.numpy() + core.linear.b.numpy())
+    np.testing.assert_allclose(outputs, expected, rtol=1e-5)
+    assert next_state is state and core.name == "feed_forward"
+    plain = control.FeedForward(3, activation=None)
+    outputs, _ = plain(x, plain.initial_state(2))
+    np.testing.assert_allclose(
+        outputs, x.numpy() @ plain.linear.w.numpy() + plain.linear.b.numpy(), rtol=1e-5
+    )
+    deep = control.deep_core("LSTM", {"hidden_size": 3}, num_layers=2)
+    assert [layer.name for layer in deep._layers] == ["LSTM_0", "LSTM_1"]
+    out, _ = deep(x, deep.initial_state(2))
+    assert out.shape == (2, 6)  # Skip connections concatenate the layers' outputs.
+    flat = control.deep_core("GRU", {"hidden_size": 3}, 2, skip_connections=False)
+    assert isinstance(flat, snt.DeepRNN) and flat.name == "deep_rnn"
+    out, _ = flat(x, flat.initial_state(2))
+    assert out.shape == (2, 3)

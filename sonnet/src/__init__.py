@@ -8,6 +8,7 @@ modules from `sonnet.src.linear`, ...) runs unchanged: each module here names
 the same objects as the public API (`snt.Linear is
 sonnet.src.linear.Linear`), plus the few helpers 2.0.2 kept there. Not an API
 of its own: new code should use `snt.*`. 2.0.2's deeper internals (name-scope
-wrappers, the DNC's pieces, `CuDNNGRU`) are not provided; `ParallelLinears`
-(`sonnet.src.parallel_linear`), which 2.0.2 never exported, is here.
+wrappers, `CuDNNGRU`) are not provided; the DNC's building blocks
+(`sonnet.src.nets.dnc`, which 2.0.2 never exported) and `ParallelLinears`
+(`sonnet.src.parallel_linear`) are.
 """
