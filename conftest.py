@@ -29,6 +29,10 @@ tf.config.set_logical_device_configuration(
 
 import sonnet as snt  # noqa: E402
 
+# Files that third-party projects' runs execute (`tests/test_third_party.py`),
+# with those projects on the path: not test or doctest modules here.
+collect_ignore = ["tests/third_party"]
+
 
 @pytest.fixture(autouse=True)
 def _doctest_globals(doctest_namespace):
