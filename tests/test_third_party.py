@@ -124,6 +124,21 @@ def _pytest(
     return failed, int(passed.group(1)) if passed else 0, log
 
 
+def _assert_no_regressions(
+    theirs: tuple[set[str], int, str], ours: tuple[set[str], int, str], minimum: int
+) -> None:
+    """Fails if a test that passed with the original (`theirs`, a `_pytest`
+    result, at least `minimum` passing) failed with ours (`ours`)."""
+    their_failed, their_passed, their_log = theirs
+    our_failed, our_passed, our_log = ours
+    assert their_passed >= minimum, their_log[-3000:]
+    regressions = sorted(our_failed - their_failed)
+    assert not regressions, (
+        f"pass with Sonnet 2.0.2, fail with ours: {regressions}\n{our_log[-6000:]}"
+    )
+    assert our_passed >= their_passed, our_log[-3000:]
+
+
 def _run(python: str) -> tuple[set[str], int, str]:
     """Runs graph_nets' TF2 suite with `python`: (failed ids, passed, log)."""
     return _pytest(python, SOURCES, _environment(SOURCES), SUITE)
@@ -135,15 +150,8 @@ def test_graph_nets_suite_passes_as_with_the_original():
         pytest.skip(reason)
     python = original.original_python()
     assert python is not None
-    theirs, theirs_passed, their_log = _run(python)
-    ours, ours_passed, our_log = _run(sys.executable)
-    # The suite ran (hundreds of tests) with the original.
-    assert theirs_passed > 250, their_log[-3000:]
-    regressions = sorted(ours - theirs)
-    assert not regressions, (
-        f"pass with Sonnet 2.0.2, fail with ours: {regressions}\n{our_log[-6000:]}"
-    )
-    assert ours_passed >= theirs_passed, our_log[-3000:]
+    # The suite runs hundreds of tests with the original.
+    _assert_no_regressions(_run(python), _run(sys.executable), minimum=251)
 
 
 def _acme_missing() -> str | None:
@@ -181,14 +189,11 @@ def test_acme_tests_pass_as_with_the_original():
     python = original.original_python()
     assert python is not None
     env = _acme_environment()
-    theirs, theirs_passed, their_log = _pytest(python, ACME, env, *ACME_TESTS)
-    ours, ours_passed, our_log = _pytest(sys.executable, ACME, env, *ACME_TESTS)
-    assert theirs_passed >= 25, their_log[-3000:]
-    regressions = sorted(ours - theirs)
-    assert not regressions, (
-        f"pass with Sonnet 2.0.2, fail with ours: {regressions}\n{our_log[-6000:]}"
+    _assert_no_regressions(
+        _pytest(python, ACME, env, *ACME_TESTS),
+        _pytest(sys.executable, ACME, env, *ACME_TESTS),
+        minimum=25,
     )
-    assert ours_passed >= theirs_passed, our_log[-3000:]
     for test in ACME_ABSL_TESTS:
         their_run = _acme_python(python, test)
         assert their_run.returncode == 0, their_run.stderr[-3000:]
