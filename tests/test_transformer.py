@@ -533,6 +533,92 @@ def test_traced_gelu_matches_tf_nn_gelu_to_second_order():
     np.testing.assert_array_equal(values.numpy(), tf.nn.gelu(x).numpy())
 
 
+def _hidden(activation, pre, gate=None):
+    from sonnet._src import mlp_activation
+
+    return mlp_activation.hidden(activation, pre, gate)
+
+
+def _activation_derivatives(activation, inputs):
+    """Values, first and second derivatives (summed over the outputs) of
+    `mlp_activation.hidden(activation, *inputs)` for every input."""
+
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(inputs)
+        with tf.GradientTape() as inner:
+            inner.watch(inputs)
+            y = _hidden(activation, *inputs)
+        first = inner.gradient(y, inputs)
+    second = [outer.gradient(d, inputs) for d in first]
+    return [y, *first, *(g for row in second for g in row)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "swiglu"])
+def test_traced_activation_compiled_for_large_known_shapes(
+    activation, dtype, monkeypatch
+):
+    # Activations of at least `_COMPILED_MIN_SIZE` elements and known shape
+    # take the XLA-compiled formula: TensorFlow's values and derivatives to
+    # rounding, to second order; smaller or unknown shapes its kernels.
+    from sonnet._src import mlp_activation
+
+    calls = []
+    compiled = mlp_activation._compiled
+    monkeypatch.setattr(
+        mlp_activation,
+        "_compiled",
+        lambda name: calls.append(name) or compiled(name),
+    )
+    size = mlp_activation._COMPILED_MIN_SIZE
+    pre = tf.cast(tf.linspace(-7.0, 7.0, size), dtype)
+    gate = tf.reverse(pre, [0]) if activation == "swiglu" else None
+    inputs = [pre] if gate is None else [pre, gate]
+
+    got = tf.function(lambda *x: _activation_derivatives(activation, [*x]))(*inputs)
+    assert calls == [activation]
+    monkeypatch.setattr(mlp_activation, "COMPILED", False)
+    plain = tf.function(lambda *x: _activation_derivatives(activation, [*x]))(*inputs)
+    exact = _activation_derivatives(
+        activation, [tf.cast(x, tf.float64) for x in inputs]
+    )
+    # As accurate as TensorFlow's kernels in the same dtype (both against
+    # float64), up to a few units in the last place of the largest value.
+    eps = float(np.finfo(np.float32).eps) if dtype == "float32" else 2.0**-7
+    for e, g, p in zip(exact, got, plain, strict=True):
+        assert g.dtype == pre.dtype
+        if e is None:  # SwiGLU is linear in `pre`: TensorFlow says None.
+            e, p = tf.zeros_like(exact[0]), tf.zeros_like(g)
+        e = e.numpy()
+        error = np.abs(tf.cast(g, tf.float64).numpy() - e).max()
+        plain_error = np.abs(tf.cast(p, tf.float64).numpy() - e).max()
+        assert error <= 2 * plain_error + 4 * eps * max(1.0, np.abs(e).max())
+    # One element fewer, or an unknown dimension: TensorFlow's kernels.
+    monkeypatch.setattr(mlp_activation, "COMPILED", True)
+    tf.function(lambda *x: _hidden(activation, *x))(*(x[1:] for x in inputs))
+    spec = [tf.TensorSpec([None], pre.dtype)] * len(inputs)
+    tf.function(
+        lambda *x: _hidden(activation, *x), input_signature=spec
+    ).get_concrete_function()
+    assert calls == [activation]
+    if gate is None:
+        tf.function(mlp_activation.hidden)(activation, pre, None)
+        assert calls == [activation] * 2
+
+
+def test_traced_gelu_plain_path_is_the_oracle(monkeypatch):
+    # With the switch off the same call traces the plain ops: tf.nn.gelu's
+    # values bit for bit, and the compiled path agrees with it to rounding.
+    from sonnet._src import mlp_activation
+
+    x = tf.random.normal([64, 1024], stddev=3.0, seed=2)
+    compiled = tf.function(mlp_activation.gelu)(x)
+    monkeypatch.setattr(mlp_activation, "COMPILED", False)
+    plain = tf.function(mlp_activation.gelu)(x)
+    np.testing.assert_array_equal(plain.numpy(), tf.nn.gelu(x).numpy())
+    np.testing.assert_allclose(compiled.numpy(), plain.numpy(), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_traced_train_step_gradients_match_eager(jit_compile):
     transformer = snt.nets.Transformer(2, 2, 16, causal=True)
