@@ -171,18 +171,19 @@ def test_softmax_runs_in_float32_for_half_operands():
 
 def test_core_against_numpy_with_a_fully_masked_row():
     rng = np.random.RandomState(0)
-    q, k, v = (rng.randn(2, 3, 4, 5).astype(np.float32) for _ in range(3))
+    q, k, v = (rng.randn(2, 4, 3, 5).astype(np.float32) for _ in range(3))
     attend = np.ones([4, 4], bool)
     attend[1] = False  # Every key masked: uniform weights, as the plain ops.
     attend[2, 3] = False
     heads = compiled_attention.core(
         tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(attend), tf.float32
     )
-    logits = np.einsum("bhtd,bhsd->bhts", q, k)
+    logits = np.einsum("bthd,bshd->bhts", q, k)
     logits = np.where(attend, logits, np.float32(np.finfo(np.float32).min))
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
-    np.testing.assert_allclose(heads, weights @ v, rtol=1e-5, atol=1e-5)
+    expected = np.einsum("bhts,bshd->bthd", weights, v)
+    np.testing.assert_allclose(heads, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_inside_a_step_compiled_by_xla():

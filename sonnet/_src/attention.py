@@ -819,9 +819,9 @@ class MultiHeadAttention(base.Module):
         # operands (and outputs) on every product, forward and backward, 12
         # transposes per call against these 4 (about 1.3 x faster in a
         # training step). With known shapes (and for a prompt into a cache)
-        # the products, mask and softmax run XLA-compiled
-        # (`compiled_attention`). Eager calls and decoding steps, where the
-        # op count decides, keep the two einsums.
+        # the products, mask and softmax run XLA-compiled on the operands as
+        # they are (`compiled_attention`). Eager calls and decoding steps,
+        # where the op count decides, keep the two einsums.
         eager = tf.executing_eagerly()
         # The softmax runs in float32 for half-precision inputs.
         softmax_dtype = self._softmax_dtype
@@ -832,16 +832,12 @@ class MultiHeadAttention(base.Module):
             and not eager
             and self._groups == 1
             and dropout is None
-            # With a cache, a prompt (not one decoding step, where transposing
-            # the cache would cost more than the product).
+            # With a cache, a prompt (not one decoding step, where the
+            # compiled call would cost more than the product).
             and (uncached or q.shape[1] != 1)
             and compiled_attention.usable(q, k, v, attend)
         ):
-            q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
-            k = _TRANSPOSE(x=k, perm=_HEADS_FIRST)
-            v = _TRANSPOSE(x=v, perm=_HEADS_FIRST)
-            heads = compiled_attention.core(q, k, v, attend, softmax_dtype)
-            return _TRANSPOSE(x=heads, perm=_HEADS_FIRST)
+            return compiled_attention.core(q, k, v, attend, softmax_dtype)
         matmuls = self._groups == 1 and uncached and not eager
         if matmuls:
             q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
