@@ -633,3 +633,85 @@ def test_traced_train_step_gradients_match_eager(jit_compile):
     graph = tf.function(gradients, jit_compile=jit_compile)(x)
     for e, g in zip(eager, graph, strict=True):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _large_enough_transformer():
+    # Hidden activations `[2 * 128, 256]`: at the compiled activations'
+    # threshold, so a replica's half batch and a whole batch both take it.
+    return snt.nets.Transformer(1, 2, 32, mlp_hidden_size=256, causal=True)
+
+
+def test_compiled_paths_under_two_replicas(monkeypatch):
+    from sonnet._src import mlp_activation
+
+    calls = []
+    compiled = mlp_activation._compiled
+    monkeypatch.setattr(
+        mlp_activation, "_compiled", lambda a: calls.append(a) or compiled(a)
+    )
+    x = _random(4, 128, 32, seed=3)
+    reference = _large_enough_transformer()
+    reference(x[:1])
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+    replicator = snt.distribute.Replicator(devices)
+    with replicator.scope():
+        module = _large_enough_transformer()
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(module(x)))
+        grads = tape.gradient(loss, module.trainable_variables)
+        return tf.distribute.get_replica_context().all_reduce("sum", grads)
+
+    shards = tf.split(x, 2)
+    distributed = replicator.experimental_distribute_values_from_function(
+        lambda ctx: shards[ctx.replica_id_in_sync_group]
+    )
+    run = tf.function(lambda x: replicator.run(step, args=(x,)))
+    run(distributed)  # Builds the module.
+    assert calls  # The replicas' activations took the compiled path.
+    for v, r in zip(module.variables, reference.variables, strict=True):
+        v.assign(r)
+    grads = run(distributed)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(reference(x)))
+    expected = tape.gradient(loss, reference.trainable_variables)
+    scale = max(float(tf.reduce_max(tf.abs(e))) for e in expected)
+    for g, e in zip(grads, expected, strict=True):
+        local = replicator.experimental_local_results(g)
+        for g_replica in local:
+            np.testing.assert_allclose(g_replica, e, rtol=0, atol=1e-5 * scale)
+
+
+def test_compiled_paths_in_a_saved_model(tmp_path, monkeypatch):
+    from sonnet._src import mlp_activation
+
+    calls = []
+    compiled = mlp_activation._compiled
+    monkeypatch.setattr(
+        mlp_activation, "_compiled", lambda a: calls.append(a) or compiled(a)
+    )
+    x = _random(2, 128, 32, seed=4)
+    module = _large_enough_transformer()
+    module(x)
+    holder = tf.Module()
+    holder.module = module
+    holder.call = tf.function(
+        lambda x: module(x), input_signature=[tf.TensorSpec([2, 128, 32])]
+    )
+    holder.call.get_concrete_function()
+    assert calls
+    tf.saved_model.save(holder, str(tmp_path))
+    loaded = tf.saved_model.load(str(tmp_path))
+
+    def value_and_gradient(f):
+        inputs = tf.Variable(x)
+        with tf.GradientTape() as tape:
+            y = f(inputs)
+            loss = tf.reduce_sum(tf.square(y))
+        return y, tape.gradient(loss, inputs)
+
+    for got, expected in zip(
+        value_and_gradient(loaded.call), value_and_gradient(module), strict=True
+    ):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
