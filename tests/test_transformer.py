@@ -533,6 +533,20 @@ def test_traced_gelu_matches_tf_nn_gelu_to_second_order():
     np.testing.assert_array_equal(values.numpy(), tf.nn.gelu(x).numpy())
 
 
+@pytest.fixture
+def calls(monkeypatch):
+    """The activations that took the compiled path (`mlp_activation._compiled`),
+    in the order they were traced."""
+    from sonnet._src import mlp_activation
+
+    names = []
+    compiled = mlp_activation._compiled
+    monkeypatch.setattr(
+        mlp_activation, "_compiled", lambda name: names.append(name) or compiled(name)
+    )
+    return names
+
+
 def _hidden(activation, pre, gate=None):
     from sonnet._src import mlp_activation
 
@@ -556,20 +570,13 @@ def _activation_derivatives(activation, inputs):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "swiglu"])
 def test_traced_activation_compiled_for_large_known_shapes(
-    activation, dtype, monkeypatch
+    activation, dtype, monkeypatch, calls
 ):
     # Activations of at least `_COMPILED_MIN_SIZE` elements and known shape
     # take the XLA-compiled formula: TensorFlow's values and derivatives to
     # rounding, to second order; smaller or unknown shapes its kernels.
     from sonnet._src import mlp_activation
 
-    calls = []
-    compiled = mlp_activation._compiled
-    monkeypatch.setattr(
-        mlp_activation,
-        "_compiled",
-        lambda name: calls.append(name) or compiled(name),
-    )
     size = mlp_activation._COMPILED_MIN_SIZE
     pre = tf.cast(tf.linspace(-7.0, 7.0, size), dtype)
     gate = tf.reverse(pre, [0]) if activation == "swiglu" else None
@@ -641,14 +648,7 @@ def _large_enough_transformer():
     return snt.nets.Transformer(1, 2, 32, mlp_hidden_size=256, causal=True)
 
 
-def test_compiled_paths_under_two_replicas(monkeypatch):
-    from sonnet._src import mlp_activation
-
-    calls = []
-    compiled = mlp_activation._compiled
-    monkeypatch.setattr(
-        mlp_activation, "_compiled", lambda a: calls.append(a) or compiled(a)
-    )
+def test_compiled_paths_under_two_replicas(calls):
     x = _random(4, 128, 32, seed=3)
     reference = _large_enough_transformer()
     reference(x[:1])
@@ -683,14 +683,7 @@ def test_compiled_paths_under_two_replicas(monkeypatch):
             np.testing.assert_allclose(g_replica, e, rtol=0, atol=1e-5 * scale)
 
 
-def test_compiled_paths_in_a_saved_model(tmp_path, monkeypatch):
-    from sonnet._src import mlp_activation
-
-    calls = []
-    compiled = mlp_activation._compiled
-    monkeypatch.setattr(
-        mlp_activation, "_compiled", lambda a: calls.append(a) or compiled(a)
-    )
+def test_compiled_paths_in_a_saved_model(tmp_path, calls):
     x = _random(2, 128, 32, seed=4)
     module = _large_enough_transformer()
     module(x)
@@ -715,3 +708,26 @@ def test_compiled_paths_in_a_saved_model(tmp_path, monkeypatch):
         value_and_gradient(loaded.call), value_and_gradient(module), strict=True
     ):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_compiled_paths_in_stacked_and_unrolled_blocks(stacked, calls):
+    # Inside the layer stack's loop the activations' shapes are known too:
+    # the traced step takes the compiled path and gives the eager gradients.
+    x = _random(2, 128, 32, seed=5)
+    module = snt.nets.Transformer(
+        2, 2, 32, mlp_hidden_size=256, causal=True, stacked=stacked
+    )
+    module(x)
+
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(module(x)))
+        return tape.gradient(loss, module.trainable_variables)
+
+    eager = gradients(x)
+    traced = tf.function(gradients)(x)
+    assert calls
+    scale = max(float(tf.reduce_max(tf.abs(e))) for e in eager)
+    for g, e in zip(traced, eager, strict=True):
+        np.testing.assert_allclose(g, e, rtol=0, atol=1e-5 * scale)
