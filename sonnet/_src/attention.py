@@ -1133,12 +1133,14 @@ def _project(
     only; with a `dtype` (a policy's compute dtype) the kernel and bias are in it.
 
     The projection's own op sequence (`linear.product`: weight step, matmul,
-    adapter, bias), on raw kernels. One 2-D matmul over all rows:
+    adapter, bias), on raw kernels in eager mode (in graphs with the weight
+    gradient's layout of `products.matmul`). One 2-D matmul over all rows:
     TensorFlow's gradient of a batched matmul by a 2-D weight is a matmul per
     example plus a sum (about twice the CPU time of the weight gradient here).
     """
     rows = _reshape(x, (-1, module.w.shape[0]))
-    return _reshape(linear.product(module, rows, dtype, raw=True), shape)
+    raw = tf.executing_eagerly()
+    return _reshape(linear.product(module, rows, dtype, raw=raw), shape)
 
 
 # Whether traced self-attention without a cache projects the query, key and

@@ -14,6 +14,7 @@ from sonnet._src import (
     initializers,
     once,
     precision,
+    products,
     tensors,
     utils,
     weights,
@@ -41,16 +42,21 @@ def product(module: Any, x: Any, dtype: tf.DType | None, raw: bool = False) -> A
     the caller's. `raw`: `x` is a rank-2 tensor, multiplied by the raw
     kernels (`tf.raw_ops`, without the dispatch layers that cost more than
     the kernels for small layers in eager mode); else by `tf.matmul` and
-    `tf.nn.bias_add`, which take any rank >= 2 and tensor-likes.
+    `tf.nn.bias_add`, which take any rank >= 2 and tensor-likes (in graphs
+    laid out for TensorFlow's kernels: `products.py`, inputs of rank > 2 as
+    one matrix of rows).
     """
     w = module._weight_step(module, dtype)
-    y = _MAT_MUL(a=x, b=w) if raw else tf.matmul(x, w)
+    inputs = x
+    if not raw and (rows := products.rows(x, w)) is not None:
+        x = rows
+    y = _MAT_MUL(a=x, b=w) if raw else products.matmul(x, w)
     if module.lora is not None:
         y = module.lora.add_to(x, y, dtype)
     if module.with_bias:
         b = module.b if dtype is None else precision.cast(module.b, dtype)
         y = _BIAS_ADD(value=y, bias=b) if raw else tf.nn.bias_add(y, b)
-    return y
+    return y if x is inputs else products.unrows(y, inputs)
 
 
 # Dtypes `tf.matmul` has kernels for.
