@@ -11,15 +11,16 @@ step), two layouts are changed:
   (`unrows`). `tf.matmul` of a `[B, T, in]` tensor by a 2-D kernel is a
   batch matmul, whose gradient for the kernel is one `[in, T] x [T, out]`
   product per example and a sum over them; as rows it is one product
-  (`[16, 128, 256]` by `[256, 1024]`, forward and backward, 2 CPU threads:
-  41-57 -> 19-24 ms). Only where the last dimension is known to be `in`
-  (else a wrong size could reshape without an error).
+  (`snt.Linear(1024)` on `[16, 128, 256]`, forward and backward, 2 CPU
+  threads: 33.4 -> 15.9 ms). Only where the last dimension is known to be
+  `in` (else a wrong size could reshape without an error).
 - For float32 kernels with `in > out` the weight gradient is computed as
   the transpose of `dy^T x` (`[out, in]`) instead of `x^T dy`: the same sums,
   but TensorFlow's CPU matmul (Eigen) runs a transposed-operand product up
   to a quarter slower when its output has more rows than columns (bench
   Transformer's MLP output layer, `[2048, 1024]` by `[2048, 256]`: 11.7 ->
-  9.4 ms; `in < out` is the other way round and keeps the plain form). The
+  9.4 ms, and its train step 2-10% faster in 7 of 9 interleaved A/Bs, level
+  in 2; `in < out` is the other way round and keeps the plain form). The
   transpose is of a weight-sized matrix, small next to the product; on
   accelerators both forms are one library call.
 
