@@ -262,3 +262,17 @@ def test_linear_on_sequences_is_one_product(lora):
         16,
     ]
     np.testing.assert_allclose(traced(x), linear(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("shape", "size_out"), [([2, 3, 0], 5), ([0, 3, 4], 5), ([2, 3, 4], 0)]
+)
+def test_empty_sequences_keep_their_shapes(shape, size_out):
+    """Rows of empty inputs, kernels or outputs (a `-1` in a reshape of an
+    empty tensor), with the batch known and unknown when tracing."""
+    linear = snt.Linear(size_out)
+    x = tf.ones(shape)
+    eager = linear(x)
+    for spec in (tf.TensorSpec(shape), tf.TensorSpec([None, *shape[1:]])):
+        traced = tf.function(linear, input_signature=[spec])(x)
+        assert traced.shape == eager.shape == [*shape[:-1], size_out]
