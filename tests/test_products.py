@@ -276,3 +276,29 @@ def test_empty_sequences_keep_their_shapes(shape, size_out):
     for spec in (tf.TensorSpec(shape), tf.TensorSpec([None, *shape[1:]])):
         traced = tf.function(linear, input_signature=[spec])(x)
         assert traced.shape == eager.shape == [*shape[:-1], size_out]
+
+
+def test_saved_model_gradients(tmp_path, transposed):
+    """A SavedModel of a traced `snt.Linear` on sequences (rows, transposed
+    weight gradient) gives the same values and gradients after loading."""
+    x = _random(2, 8, 48)
+    linear = snt.Linear(16)
+    linear(x)
+    holder = tf.Module()
+    holder.linear = linear
+    holder.call = tf.function(linear, input_signature=[tf.TensorSpec([None, 8, 48])])
+    holder.call.get_concrete_function()
+    assert transposed
+    tf.saved_model.save(holder, str(tmp_path))
+    loaded = tf.saved_model.load(str(tmp_path))
+
+    def value_and_gradients(call, variables):
+        inputs = tf.Variable(x)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.sin(call(inputs)))
+        return [loss, *tape.gradient(loss, [inputs, *variables])]
+
+    got = value_and_gradients(loaded.call, [loaded.linear.w, loaded.linear.b])
+    want = value_and_gradients(linear, [linear.w, linear.b])
+    for g, expected in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-5)
