@@ -302,3 +302,24 @@ def test_saved_model_gradients(tmp_path, transposed):
     want = value_and_gradients(linear, [linear.w, linear.b])
     for g, expected in zip(got, want, strict=True):
         np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_mlp_on_sequences_under_a_bfloat16_policy():
+    """`snt.nets.MLP` in mixed bfloat16 on `[B, T, in]` inputs: traced as
+    products of rows (the plain gradient: not float32), float32 gradients
+    equal to the eager call's to bfloat16 rounding."""
+    mlp = snt.precision.apply(snt.nets.MLP([32, 8]), "mixed_bfloat16")
+    x = _random(4, 6, 16)
+    mlp(x)
+
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(tf.cast(mlp(x), tf.float32)))
+        return tape.gradient(loss, mlp.trainable_variables)
+
+    assert "BatchMatMulV2" not in _ops(gradients, tf.TensorSpec([4, 6, 16]))
+    traced, eager = tf.function(gradients)(x), gradients(x)
+    assert [g.dtype for g in traced] == [tf.float32] * len(eager)
+    for g, expected in zip(traced, eager, strict=True):
+        scale = np.abs(expected.numpy()).max()
+        np.testing.assert_allclose(g, expected, rtol=2e-2, atol=2e-2 * scale)
