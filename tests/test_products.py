@@ -32,7 +32,7 @@ def _product(x, w):
     rows = products.rows(x, w)
     if rows is None:
         return products.matmul(x, w)
-    return products.unrows(products.matmul(rows, w), x)
+    return snt.split_leading_dim(products.matmul(rows, w), x, x.shape.rank - 1)
 
 
 def _ops(fn, *specs) -> set[str]:

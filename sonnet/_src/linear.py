@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from sonnet._src import (
     base,
+    batch_apply,
     checks,
     errors,
     initializers,
@@ -56,7 +57,9 @@ def product(module: Any, x: Any, dtype: tf.DType | None, raw: bool = False) -> A
     if module.with_bias:
         b = module.b if dtype is None else precision.cast(module.b, dtype)
         y = _BIAS_ADD(value=y, bias=b) if raw else tf.nn.bias_add(y, b)
-    return y if x is inputs else products.unrows(y, inputs)
+    if x is inputs:
+        return y
+    return batch_apply.split_leading_dim(y, inputs, inputs.shape.rank - 1)
 
 
 # Dtypes `tf.matmul` has kernels for.

@@ -7,8 +7,8 @@ step), two layouts are changed:
 
 - Inputs of rank > 2 are multiplied as one `[rows, in]` matrix (`rows`),
   the adapter's term and the bias are added to the rows (where TensorFlow
-  fuses the bias into the product) and the result is reshaped back
-  (`unrows`). `tf.matmul` of a `[B, T, in]` tensor by a 2-D kernel is a
+  fuses the bias into the product) and the result is split back into the
+  inputs' leading dimensions. `tf.matmul` of a `[B, T, in]` tensor by a 2-D kernel is a
   batch matmul, whose gradient for the kernel is one `[in, T] x [T, out]`
   product per example and a sum over them; as rows it is one product
   (`snt.Linear(1024)` on `[16, 128, 256]`, forward and backward, 2 CPU
@@ -34,6 +34,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from sonnet._src import batch_apply
+
 # The switch for tests: False traces the plain `tf.matmul` and its gradient.
 LAYOUT = True
 
@@ -50,15 +52,21 @@ def _transposed_weight_gradient(x: tf.Tensor, w: tf.Tensor) -> Any:
     return tf.matmul(x, w), grad
 
 
+def _traced(x: Any) -> bool:
+    """Whether `x` is a tensor of a graph being traced, with the layout on."""
+    return LAYOUT and isinstance(x, tf.Tensor) and not tf.executing_eagerly()
+
+
 def rows(x: Any, w: Any) -> tf.Tensor | None:
     """In a graph, inputs `[..., in]` of rank > 2 as a `[rows, in]` matrix
     for a kernel `w` `[in, out]`; None where they stay as they are (eager
     calls, rank 2, a last dimension not known to be `in`, other dtypes).
 
     The caller multiplies (`matmul`), adds its bias to the rows (where
-    TensorFlow fuses it into the product) and reshapes back (`unrows`).
+    TensorFlow fuses it into the product) and splits the rows back into the
+    inputs' leading dimensions (`snt.split_leading_dim`).
     """
-    if not LAYOUT or tf.executing_eagerly() or not isinstance(x, tf.Tensor):
+    if not _traced(x):
         return None
     shape, kernel = x.shape, w.shape
     if (
@@ -70,18 +78,7 @@ def rows(x: Any, w: Any) -> tf.Tensor | None:
         or x.dtype != w.dtype
     ):
         return None
-    return tf.reshape(x, [-1, kernel[0]])
-
-
-def unrows(y: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
-    """Outputs `[rows, out]` of `rows(x, w)` back in the inputs' shape,
-    `[..., out]`."""
-    leading, size = x.shape[:-1], y.shape[-1]
-    if leading.is_fully_defined() and size is not None:
-        return tf.reshape(y, [*leading, size])
-    outputs = tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(y)[-1:]], 0))
-    outputs.set_shape(leading.concatenate([size]))
-    return outputs
+    return batch_apply.merge_leading_dims(x, -1)
 
 
 def matmul(x: Any, w: Any) -> tf.Tensor:
@@ -92,7 +89,7 @@ def matmul(x: Any, w: Any) -> tf.Tensor:
     >>> products.matmul(tf.ones([2, 3]), tf.ones([3, 1])).numpy().tolist()
     [[3.0], [3.0]]
     """
-    if not LAYOUT or tf.executing_eagerly() or not isinstance(x, tf.Tensor):
+    if not _traced(x):
         return tf.matmul(x, w)
     kernel = w.shape
     if (
