@@ -292,3 +292,145 @@ def test_a_prompt_into_a_cache_is_compiled_and_decoding_steps_are_not():
     plain = _traced(prefill_then_decode, False, x)(x)
     np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(compiled, mha(x, causal=True), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "time, window, expected",
+    [
+        (5, None, ((0, 5, 0, 5),)),
+        (127, None, ((0, 127, 0, 127),)),
+        (128, None, ((0, 64, 0, 64), (64, 128, 0, 128))),
+        (130, None, ((0, 65, 0, 65), (65, 130, 0, 130))),
+        (200, 30, ((0, 67, 0, 67), (67, 133, 38, 133), (133, 200, 104, 200))),
+        (
+            1024,
+            None,
+            tuple((i * 128, i * 128 + 128, 0, i * 128 + 128) for i in range(8)),
+        ),
+    ],
+)
+def test_causal_spans(time, window, expected):
+    spans = compiled_attention.causal_spans(time, window)
+    assert spans == expected
+    # Every key a query may see is inside its span; the queries are covered
+    # once, in order.
+    rows = np.arange(time)[:, None]
+    allowed = np.arange(time)[None, :] <= rows
+    if window is not None:
+        allowed &= np.arange(time)[None, :] > rows - window
+    assert spans[0][0] == 0 and spans[-1][1] == time
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    for start, end, first, last in spans:
+        inside = np.zeros(time, bool)
+        inside[first:last] = True
+        assert not (allowed[start:end] & ~inside).any()
+
+
+@pytest.mark.parametrize("window", [None, 40])
+def test_causal_blocks_match_the_plain_ops_and_numpy(window):
+    # 200 positions: three query blocks, the later ones skip keys above the
+    # diagonal (and, with a window, left of the band).
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4, window=window)
+    x = tf.random.normal([2, 200, 8], seed=11)
+    mha(x)
+
+    def step(x: tf.Tensor) -> Any:
+        return outputs_and_grads(mha, x, causal=True)
+
+    assert _compiled_calls(lambda x: mha(x, causal=True), x) == 1
+    (y1, g1), (y2, g2) = _traced(step, True, x)(x), _traced(step, False, x)(x)
+    np.testing.assert_allclose(y1, y2, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    rows = np.arange(200)[:, None]
+    allowed = np.arange(200)[None, :] <= rows
+    if window is not None:
+        allowed &= np.arange(200)[None, :] > rows - window
+    np.testing.assert_allclose(
+        y1, numpy_attention(mha, x, allowed), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_causal_core_in_half_precision_and_against_the_masked_core():
+    rng = np.random.RandomState(1)
+    q, k, v = (
+        tf.constant(rng.randn(1, 130, 2, 8).astype(np.float32)) for _ in range(3)
+    )
+    attend = tf.constant(np.tril(np.ones([130, 130], bool)))
+
+    def both(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> Any:
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([q, k, v])
+            blocked = compiled_attention.core(q, k, v, None, tf.float32, True)
+            masked = compiled_attention.core(q, k, v, attend, tf.float32)
+            losses = [tf.reduce_sum(tf.sin(h)) for h in (blocked, masked)]
+        grads = [tape.gradient(loss, [q, k, v]) for loss in losses]
+        return blocked, masked, grads
+
+    blocked, masked, (g1, g2) = tf.function(both)(q, k, v)
+    np.testing.assert_allclose(blocked, masked, rtol=1e-5, atol=1e-6)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    half = [tf.cast(t, tf.bfloat16) for t in (q, k, v)]
+    heads = tf.function(
+        lambda q, k, v: compiled_attention.core(q, k, v, None, tf.float32, True)
+    )(*half)
+    assert heads.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(heads, tf.float32), masked, rtol=0.05, atol=0.05)
+
+
+def _compiled_key_shapes(fn: Callable[..., Any], *args: Any) -> list[list[int]]:
+    """The key operands' shapes of the compiled calls in a trace of `fn`."""
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    shapes = []
+    for op in graph.get_operations():
+        if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+            if library[op.get_attr("f").name].attr["_XlaMustCompile"].b:
+                shapes.append(op.inputs[1].shape.as_list())
+    return shapes
+
+
+@pytest.mark.parametrize("time", [5, 130])
+def test_a_first_prompt_attends_over_itself_not_the_empty_cache(time):
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    x = tf.random.normal([2, time + 3, 8], seed=12)
+    mha(x)
+
+    def prefill_then_decode(x: tf.Tensor) -> Any:
+        cache = mha.initial_cache(2, time + 20)
+        prompt, cache = mha(x[:, :time], cache=cache)
+        more, cache = mha(x[:, time:], cache=cache)  # At index `time`.
+        return tf.concat([prompt, more], 1), cache.key, cache.value
+
+    # The first prompt's core reads `time` keys, the second the whole cache.
+    assert _compiled_key_shapes(prefill_then_decode, x) == [
+        [2, time, 2, 4],
+        [2, time + 20, 2, 4],
+    ]
+    (y1, k1, v1), (y2, k2, v2) = (
+        _traced(prefill_then_decode, compiled, x)(x) for compiled in (True, False)
+    )
+    np.testing.assert_allclose(y1, y2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y1, mha(x, causal=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(k1, k2)
+    np.testing.assert_array_equal(v1, v2)
+    # Eager calls keep the cache's path, with the same values.
+    cache = mha.initial_cache(2, time + 20)
+    eager, _ = mha(x[:, :time], cache=cache)
+    np.testing.assert_allclose(y1[:, :time], eager, rtol=1e-5, atol=1e-5)
+
+
+def test_a_prompt_at_an_unknown_index_keeps_the_cache():
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    x = tf.random.normal([2, 6, 8], seed=13)
+    mha(x)
+
+    def from_index(x: tf.Tensor, index: tf.Tensor) -> Any:
+        cache = mha.initial_cache(2, 12)._replace(index=index)
+        return mha(x, cache=cache)[0]
+
+    index = tf.constant(0)
+    assert _compiled_key_shapes(from_index, x, index) == [[2, 12, 2, 4]]
+    y = tf.function(from_index)(x, index)
+    np.testing.assert_allclose(y, mha(x, causal=True), rtol=1e-5, atol=1e-5)

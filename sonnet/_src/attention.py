@@ -609,6 +609,7 @@ class MultiHeadAttention(base.Module):
             q, k = self._rotate(q, k, positions, time, k_time)
         q = _MUL(x=q, y=self._scale)
         key_positions: Any = None
+        first_prompt: tuple[tf.Tensor, tf.Tensor] | None = None
         if cached is not None:
             if cached[4]:  # A ring: attend over the old slots and the new keys.
                 key_positions = tf.concat(
@@ -618,15 +619,33 @@ class MultiHeadAttention(base.Module):
                 k = tf.concat([cached[0], k], 1)
                 v = tf.concat([cached[1], v], 1)
             else:
+                if _first_prompt(cached, time, user_mask, dropout):
+                    first_prompt = (k, v)
                 k, v = _write(cached[0], cached[1], k, v, positions, batch, time)
                 new_k, new_v = k, v
         chunk = self._chunk(time, k.shape[1])
         if chunk is None and mask_fn is None and (cached is None or not cached[4]):
+            key_time, context = k_time, cached
+            if first_prompt is not None:
+                # A prompt written from index 0 sees only itself, causally:
+                # causal self-attention over its own keys and values (not
+                # the cache's empty positions after it).
+                k, v = first_prompt
+                key_time, context, causal = time, None, True
             attend = _allowed(
-                time, k_time, cached, positions, causal, user_mask, q, self.window
+                time, key_time, context, positions, causal, user_mask, q, self.window
+            )
+            # Causal self-attention and nothing else: the compiled core can
+            # build the mask itself and skip the blocks it masks whole.
+            square = (
+                causal
+                and context is None
+                and user_mask is None
+                and isinstance(time, int)
+                and time == k.shape[1]
             )
             heads = self._weighted_values(
-                q, k, v, attend, dtype, policy, cached is None, dropout
+                q, k, v, attend, dtype, policy, context is None, dropout, square
             )
         else:
             spec = self._mask(
@@ -811,9 +830,11 @@ class MultiHeadAttention(base.Module):
         policy: Any,
         uncached: bool,
         dropout: chunked_attention.Dropout | None = None,
+        causal: bool = False,
     ) -> tf.Tensor:
         """The heads: values weighted by the softmax of the masked logits
-        (some dropped with `dropout`)."""
+        (some dropped with `dropout`). `causal`: `attend` is exactly causal
+        self-attention within the module's window."""
         # Traced multi-head attention without a cache runs as batch matmuls
         # of `[B, heads, T, size]` operands: the einsums transpose their
         # operands (and outputs) on every product, forward and backward, 12
@@ -835,8 +856,12 @@ class MultiHeadAttention(base.Module):
             # With a cache, a prompt (not one decoding step, where the
             # compiled call would cost more than the product).
             and (uncached or q.shape[1] != 1)
-            and compiled_attention.usable(q, k, v, attend)
+            and compiled_attention.usable(q, k, v, None if causal else attend)
         ):
+            if causal:
+                return compiled_attention.core(
+                    q, k, v, None, softmax_dtype, True, self.window
+                )
             return compiled_attention.core(q, k, v, attend, softmax_dtype)
         matmuls = self._groups == 1 and uncached and not eager
         if matmuls:
@@ -1201,6 +1226,24 @@ def _causal(
     ):
         return _eager_causal_mask(time, key_time, like.device, window)
     return _causal_mask(time, key_time, None, window)
+
+
+def _first_prompt(
+    cached: tuple[Any, ...] | None, time: Any, user_mask: Any, dropout: Any
+) -> bool:
+    """Whether a traced call writes a prompt of known length at index 0 of a
+    (non-ring) cache, with no other mask or dropout: its attention is then
+    causal self-attention over the prompt."""
+    return (
+        cached is not None
+        and not cached[4]
+        and user_mask is None
+        and dropout is None
+        and type(time) is int
+        and time > 1
+        and not tf.executing_eagerly()
+        and tf.get_static_value(cached[2]) == 0
+    )
 
 
 def _allowed(

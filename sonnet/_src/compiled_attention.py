@@ -20,6 +20,13 @@ whether a call can take it. The plain ops in `MultiHeadAttention` stay the
 oracle (`attention.COMPILED_CORE = False` traces them) and the path for
 eager calls, caches, dropout, grouped heads and masks other than `[T, S]`.
 
+Causal self-attention with no other mask (`core(..., causal=True)`, with or
+without a window) builds its mask from positions inside the program and
+splits the queries into blocks (`causal_spans`), each multiplied only with
+the keys it may see: the blocks above the diagonal, which the mask would
+zero, are never computed (`[1, 512, 12, 64]` forward and backward 57 -> 30
+ms; `[1, 2048, 8, 64]` 630 -> 268 ms).
+
 Shapes must be known when the step is traced: XLA compiles one program per
 shape, and a `None` dimension would compile a new one for every length the
 trace meets at run time.
@@ -59,6 +66,8 @@ def core(
     v: tf.Tensor,
     attend: tf.Tensor | None,
     softmax_dtype: tf.DType,
+    causal: bool = False,
+    window: int | None = None,
 ) -> tf.Tensor:
     """`softmax(q k^T, masked) v` with the products and softmax compiled.
 
@@ -71,21 +80,76 @@ def core(
         as in the plain path).
       softmax_dtype: The dtype of the logits' softmax (float32 for half
         precision operands).
+      causal: Whether the mask is exactly causal self-attention (`S == T`,
+        query `i` sees keys `j <= i`; `attend` must then be None): the
+        mask is built into the program and the products skip the blocks
+        above the diagonal (`causal_spans`).
+      window: With `causal`, query `i` also sees only keys `j > i - window`
+        (None: no limit); blocks left of the band are skipped too.
 
     Returns:
       The weighted values `[B, T, heads, value_size]`, dtype of `v`.
     """
-    return _with_gradient(softmax_dtype, attend is not None)(q, k, v, attend)
+    spans = causal_spans(q.shape[1], window) if causal else None
+    call = _with_gradient(softmax_dtype, attend is not None, spans, window)
+    return call(q, k, v, attend)
+
+
+# Causal queries come in blocks of at least this many: smaller products
+# cost more per flop than the masked blocks they would skip.
+_MIN_BLOCK = 64
+# At most this many query blocks: each adds products and a compiled loop.
+_MAX_BLOCKS = 8
+
+Spans = tuple[tuple[int, int, int, int], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def causal_spans(time: int, window: int | None = None) -> Spans:
+    """Query blocks of causal self-attention over `time` positions and the
+    keys each block sees: `(query start, query end, key start, key end)`.
+
+    Query block `[s, e)` needs keys `[0, e)` (or `[s - window + 1, e)`):
+    the products skip the fully masked blocks above the diagonal (and left
+    of a window's band), `(n + 1) / 2n` of the square's work for `n`
+    blocks. Measured on 2 AVX2 cores, forward and backward: `[16, 128, 4,
+    64]` 17.0 -> 15.2 ms (2 blocks), `[1, 512, 12, 64]` 57 -> 30 ms (8),
+    `[1, 2048, 8, 64]` 630 -> 268 ms (8).
+    """
+    blocks = max(1, min(_MAX_BLOCKS, time // _MIN_BLOCK))
+    bounds = [round(i * time / blocks) for i in range(blocks + 1)]
+    spans = []
+    for start, end in zip(bounds, bounds[1:]):
+        first = 0 if window is None else max(0, start - window + 1)
+        spans.append((start, end, first, end))
+    return tuple(spans)
+
+
+def _causal_bias(
+    span: tuple[int, int, int, int], window: int | None, dtype: tf.DType
+) -> tf.Tensor:
+    """The `[e - s, key end - key start]` additive mask of one causal span:
+    0 where the query sees the key, the dtype's minimum elsewhere (built
+    from positions inside the program, which XLA fuses into the logits)."""
+    start, end, first, last = span
+    rows = tf.range(start, end)[:, None]
+    columns = tf.range(first, last)[None, :]
+    allowed = columns <= rows
+    if window is not None:
+        allowed = allowed & (columns > rows - window)
+    return tf.where(allowed, tf.zeros([], dtype), dtype.min)
 
 
 @functools.cache
-def _with_gradient(softmax_dtype: tf.DType, masked: bool) -> Callable[..., Any]:
-    """`core` for one softmax dtype, with or without a mask."""
-    forward, backward = _compiled(softmax_dtype, masked)
+def _with_gradient(
+    softmax_dtype: tf.DType, masked: bool, spans: Spans | None, window: int | None
+) -> Callable[..., Any]:
+    """`core` for one softmax dtype, a mask or none, causal spans or none."""
+    forward, backward = _compiled(softmax_dtype, masked, spans, window)
 
     def gradient(q: Any, k: Any, v: Any, weights: Any) -> Callable[..., Any]:
         def grad(dheads: tf.Tensor) -> tuple[tf.Tensor, ...]:
-            return backward(dheads, q, k, v, weights)
+            return backward(dheads, q, k, v, *weights)
 
         return grad
 
@@ -106,41 +170,72 @@ def _with_gradient(softmax_dtype: tf.DType, masked: bool) -> Callable[..., Any]:
 
 
 @functools.cache
-def _compiled(softmax_dtype: tf.DType, masked: bool) -> tuple[Any, Any]:
-    """The compiled forward and backward functions for one softmax dtype."""
+def _compiled(
+    softmax_dtype: tf.DType,
+    masked: bool,
+    spans: Spans | None = None,
+    window: int | None = None,
+) -> tuple[Any, Any]:
+    """The compiled forward and backward functions for one softmax dtype,
+    a `[T, S]` mask or none, and causal `spans` with their `window` (None:
+    one block over all keys).
 
-    def logits_of(q: tf.Tensor, k: tf.Tensor, attend: Any) -> tf.Tensor:
+    The forward pass returns the heads and the softmax weights of each
+    span, which the backward pass takes after `dheads`, `q`, `k` and `v`.
+    """
+
+    def blocks(q: tf.Tensor, k: tf.Tensor) -> Spans:
+        return spans or ((0, q.shape[1], 0, k.shape[1]),)
+
+    def logits_of(
+        q: tf.Tensor, k: tf.Tensor, attend: Any, span: tuple[int, int, int, int]
+    ) -> tf.Tensor:
         logits = tf.einsum("bthd,bshd->bhts", q, k)
         if logits.dtype != softmax_dtype:
             logits = tf.cast(logits, softmax_dtype)
-        if attend is not None:
+        if spans is not None:
+            logits = logits + _causal_bias(span, window, softmax_dtype)
+        elif attend is not None:
             bias = tf.where(attend, tf.zeros([], softmax_dtype), softmax_dtype.min)
             logits = logits + bias
         return logits
 
     @tf.function(jit_compile=True, autograph=False)
     def forward(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, *attend: tf.Tensor) -> Any:
-        weights = tf.nn.softmax(logits_of(q, k, attend[0] if masked else None))
-        heads = tf.einsum("bhts,bshd->bthd", tf.cast(weights, v.dtype), v)
-        return heads, weights
+        mask = attend[0] if masked else None
+        heads, weights = [], []
+        for span in blocks(q, k):
+            start, end, first, last = span
+            logits = logits_of(q[:, start:end], k[:, first:last], mask, span)
+            w = tf.nn.softmax(logits)
+            part = tf.einsum("bhts,bshd->bthd", tf.cast(w, v.dtype), v[:, first:last])
+            heads.append(part)
+            weights.append(w)
+        return _joined(heads), tuple(weights)
 
     @tf.function(jit_compile=True, autograph=False)
     def backward(
-        dheads: tf.Tensor,
-        q: tf.Tensor,
-        k: tf.Tensor,
-        v: tf.Tensor,
-        weights: tf.Tensor,
+        dheads: tf.Tensor, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, *weights: Any
     ) -> Any:
         # heads = w v: dv = w^T dh, dw = dh v^T; softmax: dl = w (dw - <dw, w>).
-        dv = tf.einsum("bhts,bthd->bshd", tf.cast(weights, v.dtype), dheads)
-        dweights = tf.cast(tf.einsum("bthd,bshd->bhts", dheads, v), weights.dtype)
-        dlogits = weights * (
-            dweights - tf.reduce_sum(dweights * weights, -1, keepdims=True)
-        )
-        dlogits = tf.cast(dlogits, q.dtype)
-        dq = tf.einsum("bhts,bshd->bthd", dlogits, k)
-        dk = tf.einsum("bhts,bthd->bshd", dlogits, q)
-        return dq, dk, dv
+        key_time = k.shape[1]
+        dq, dk, dv = [], [], []
+        for (start, end, first, last), w in zip(blocks(q, k), weights, strict=True):
+            dh = dheads[:, start:end]
+            pad = [[0, 0], [first, key_time - last], [0, 0], [0, 0]]
+            part = tf.einsum("bhts,bthd->bshd", tf.cast(w, v.dtype), dh)
+            dv.append(tf.pad(part, pad))
+            dw = tf.cast(tf.einsum("bthd,bshd->bhts", dh, v[:, first:last]), w.dtype)
+            dlogits = w * (dw - tf.reduce_sum(dw * w, -1, keepdims=True))
+            dlogits = tf.cast(dlogits, q.dtype)
+            dq.append(tf.einsum("bhts,bshd->bthd", dlogits, k[:, first:last]))
+            part = tf.einsum("bhts,bthd->bshd", dlogits, q[:, start:end])
+            dk.append(tf.pad(part, pad))
+        return _joined(dq), tf.add_n(dk), tf.add_n(dv)
 
     return forward, backward
+
+
+def _joined(parts: list[tf.Tensor]) -> tf.Tensor:
+    """Per-block results concatenated along time."""
+    return parts[0] if len(parts) == 1 else tf.concat(parts, 1)
