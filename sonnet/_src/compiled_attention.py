@@ -185,7 +185,9 @@ def _compiled(
     """
 
     def blocks(q: tf.Tensor, k: tf.Tensor) -> Spans:
-        return spans or ((0, q.shape[1], 0, k.shape[1]),)
+        # `usable` checked that the shapes are known.
+        time, key_time = int(q.shape[1]), int(k.shape[1])
+        return spans or ((0, time, 0, key_time),)
 
     def logits_of(
         q: tf.Tensor, k: tf.Tensor, attend: Any, span: tuple[int, int, int, int]
@@ -218,7 +220,7 @@ def _compiled(
         dheads: tf.Tensor, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, *weights: Any
     ) -> Any:
         # heads = w v: dv = w^T dh, dw = dh v^T; softmax: dl = w (dw - <dw, w>).
-        key_time = k.shape[1]
+        key_time = int(k.shape[1])
         dq, dk, dv = [], [], []
         for (start, end, first, last), w in zip(blocks(q, k), weights, strict=True):
             dh = dheads[:, start:end]
