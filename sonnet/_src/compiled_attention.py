@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import tensorflow as tf
 
@@ -186,7 +186,7 @@ def _compiled(
 
     def blocks(q: tf.Tensor, k: tf.Tensor) -> Spans:
         # `usable` checked that the shapes are known.
-        time, key_time = int(q.shape[1]), int(k.shape[1])
+        time, key_time = _length(q), _length(k)
         return spans or ((0, time, 0, key_time),)
 
     def logits_of(
@@ -220,7 +220,7 @@ def _compiled(
         dheads: tf.Tensor, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, *weights: Any
     ) -> Any:
         # heads = w v: dv = w^T dh, dw = dh v^T; softmax: dl = w (dw - <dw, w>).
-        key_time = int(k.shape[1])
+        key_time = _length(k)
         dq, dk, dv = [], [], []
         for (start, end, first, last), w in zip(blocks(q, k), weights, strict=True):
             dh = dheads[:, start:end]
@@ -236,6 +236,11 @@ def _compiled(
         return _joined(dq), tf.add_n(dk), tf.add_n(dv)
 
     return forward, backward
+
+
+def _length(x: tf.Tensor) -> int:
+    """The time dimension of `[B, T, heads, size]` operands of known shape."""
+    return cast(int, x.shape[1])
 
 
 def _joined(parts: list[tf.Tensor]) -> tf.Tensor:
