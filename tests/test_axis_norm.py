@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sonnet as snt
+from sonnet._src import axis_norm
 from tests.conformance import bad_input
 
 EPS = 1e-5
@@ -385,6 +386,76 @@ def test_graph_fast_path_values_are_those_of_batch_normalization():
     ln.scale.assign(_data([32], seed=2))
     eager = ln(x)
     np.testing.assert_array_equal(tf.function(ln)(x).numpy(), eager.numpy())
+
+
+def _compiled_calls(fn, *args):
+    """The XLA-compiled functions a trace of `fn` calls."""
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    calls = 0
+    for op in graph.get_operations():
+        if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+            calls += library[op.get_attr("f").name].attr["_XlaMustCompile"].b
+    return calls
+
+
+# 2 x 256 x 512 = 1 << 18 elements: the smallest compiled layer norm.
+LARGE = [2, 256, 512]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("order2", [False, True])
+def test_large_layer_norms_run_compiled_and_match_eager(dtype, jit_compile, order2):
+    ln = snt.LayerNorm(-1, create_scale=True, create_offset=True)
+    x = tf.constant(_data(LARGE, dtype=dtype))
+    dy = tf.constant(_data(LARGE, seed=1, dtype=dtype))
+    ln(x)
+    ln.scale.assign(_data([512], seed=2, dtype=dtype))
+    ln.offset.assign(_data([512], seed=3, dtype=dtype))
+    assert _compiled_calls(ln, x) == 1
+    assert _compiled_calls(lambda x: _value_and_gradients(ln, x, dy), x) == 2
+    eager = _value_and_gradients(ln, x, dy, order2)
+    graph = tf.function(
+        lambda x, dy: _value_and_gradients(ln, x, dy, order2),
+        jit_compile=jit_compile,
+    )(x, dy)
+    tolerance = 2e-5 if dtype == np.float32 else 1e-10
+    for e, g in zip(eager, graph, strict=True):
+        assert (e is None) == (g is None)  # d(dx)/d(offset) is None.
+        if e is not None:
+            scale = np.abs(e.numpy()).max()
+            np.testing.assert_allclose(
+                g.numpy(), e.numpy(), rtol=tolerance, atol=tolerance * scale
+            )
+
+
+def test_large_layer_norms_against_numpy():
+    ln = snt.LayerNorm(-1, create_scale=True, create_offset=True)
+    x = _data(LARGE)
+    ln(x)
+    scale, offset = _data([512], seed=2), _data([512], seed=3)
+    ln.scale.assign(scale)
+    ln.offset.assign(offset)
+    y = tf.function(ln)(tf.constant(x))
+    x64 = x.astype(np.float64)
+    expected = _normalize(x64, -1) * scale + offset
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_small_unknown_shaped_or_switched_off_layer_norms_are_not_compiled():
+    ln = snt.LayerNorm(-1, create_scale=True, create_offset=True)
+    x = tf.ones(LARGE)
+    ln(x)
+    assert _compiled_calls(ln, tf.ones([2, 255, 512])) == 0
+    spec = tf.TensorSpec([None, 256, 512])
+    graph = tf.function(ln, input_signature=[spec]).get_concrete_function().graph
+    assert "PartitionedCall" not in {op.type for op in graph.get_operations()}
+    axis_norm.COMPILED = False
+    try:
+        assert _compiled_calls(ln, x) == 0
+    finally:
+        axis_norm.COMPILED = True
 
 
 @pytest.mark.parametrize(

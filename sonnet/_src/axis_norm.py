@@ -60,6 +60,66 @@ def _fused_layer_norm(eps: float, rank: int) -> Callable[..., tf.Tensor]:
     return layer_norm
 
 
+# Layer norms of at least this many elements and known shape run compiled in
+# graphs (`_compiled_layer_norm`); below it the compiled calls' fixed cost
+# outweighs the passes they save (`[256, 256]`: 1.3 -> 1.6 ms forward and
+# backward; `[8, 128, 256]`: level; `[16, 128, 256]`: 3.8 -> 3.3 ms).
+_COMPILED_MIN_SIZE = 1 << 18
+
+# The switch for tests: False traces `_fused_layer_norm` at every size (the
+# oracle).
+COMPILED = True
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_layer_norm(eps: float, rank: int) -> Callable[..., tf.Tensor]:
+    """`_fused_layer_norm` with its passes over the inputs compiled by XLA.
+
+    TensorFlow's kernels make a pass over memory per op: the forward pass
+    is 2 reductions and 6 elementwise ops on the inputs' size, the gradient
+    about a dozen. Compiled, the forward pass is one function of the
+    inputs, and the gradient's row-wise part another, which recomputes the
+    rows' statistics from `x` and also gives `dy * xhat`; the two sums over
+    the rows (`dscale`, `doffset`) stay TensorFlow's, whose column sums
+    are faster than XLA's here. `[16, 128, 256]` on 2 cores: forward 2.0
+    -> 1.2 ms, forward and backward 3.5 -> 2.8 ms. The values agree with
+    the uncompiled path to float32 rounding (XLA sums in its own order).
+    Both functions are differentiable (second-order gradients), and the
+    offset has no second-order gradient, as with the plain ops.
+    """
+    batch_axes = list(range(rank - 1))
+
+    def statistics(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        mean, variance = tf.nn.moments(x, [rank - 1], keepdims=True)
+        return mean, tf.math.rsqrt(variance + eps)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def forward(x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor) -> tf.Tensor:
+        mean, r = statistics(x)
+        inv = r * scale
+        return x * inv + (offset - mean * inv)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def rows(dy: tf.Tensor, x: tf.Tensor, scale: tf.Tensor) -> Any:
+        mean, r = statistics(x)
+        xhat = (x - mean) * r
+        dxhat = dy * scale
+        m1 = tf.reduce_mean(dxhat, -1, keepdims=True)
+        m2 = tf.reduce_mean(dxhat * xhat, -1, keepdims=True)
+        return (dxhat - (xhat * m2 + m1)) * r, dy * xhat
+
+    @tf.custom_gradient
+    def layer_norm(x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor) -> Any:
+        def grad(dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            dx, dscale = rows(dy, x, scale)
+            dscale = tf.reduce_sum(dscale, batch_axes)
+            return dx, dscale, tf.reduce_sum(dy, batch_axes)
+
+        return forward(x, scale, offset), grad
+
+    return layer_norm
+
+
 def check_axis(axis: Any) -> tuple[int, ...] | slice:
     """Validates an `axis` argument: an int, a slice or an iterable of ints.
 
@@ -220,7 +280,15 @@ class LayerNorm(NormParams, base.Module):
         if offset is None:
             offset = self.offset
         if self._fused and not tf.executing_eagerly():
-            fused = _fused_layer_norm(self._eps, self._rank)
+            shape = inputs.shape
+            if (
+                COMPILED
+                and shape.is_fully_defined()
+                and shape.num_elements() >= _COMPILED_MIN_SIZE
+            ):
+                fused = _compiled_layer_norm(self._eps, self._rank)
+            else:
+                fused = _fused_layer_norm(self._eps, self._rank)
             return fused(inputs, scale, offset)
         axis = cast(tuple, self._axis)  # Resolved by the first call.
         mean, variance = tf.nn.moments(inputs, axis, keepdims=True)
