@@ -18,6 +18,32 @@ AxisLike = int | slice | Sequence[int]
 _FUSED_DTYPES = frozenset([tf.float32, tf.float64])
 
 
+def _statistics(x: tf.Tensor, eps: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """The last axis' mean and `rsqrt(variance + eps)`, kept as `[..., 1]`."""
+    mean, variance = tf.nn.moments(x, [x.shape.rank - 1], keepdims=True)
+    return mean, tf.math.rsqrt(variance + eps)
+
+
+def _normalized(
+    x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor, mean: tf.Tensor, r: tf.Tensor
+) -> tf.Tensor:
+    """`tf.nn.batch_normalization`'s arithmetic, op for op."""
+    inv = r * scale
+    return x * inv + (offset - mean * inv)
+
+
+def _row_gradients(
+    dy: tf.Tensor, x: tf.Tensor, scale: tf.Tensor, mean: tf.Tensor, r: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The layer norm's input gradient and `dy * xhat` (summed over the rows,
+    the scale's gradient)."""
+    xhat = (x - mean) * r
+    dxhat = dy * scale
+    m1 = tf.reduce_mean(dxhat, -1, keepdims=True)
+    m2 = tf.reduce_mean(dxhat * xhat, -1, keepdims=True)
+    return (dxhat - (xhat * m2 + m1)) * r, dy * xhat
+
+
 @functools.lru_cache(maxsize=64)
 def _fused_layer_norm(eps: float, rank: int) -> Callable[..., tf.Tensor]:
     """Layer norm over the last axis with scale and offset `[C]`, with a
@@ -38,20 +64,14 @@ def _fused_layer_norm(eps: float, rank: int) -> Callable[..., tf.Tensor]:
 
     @tf.custom_gradient
     def layer_norm(x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor) -> Any:
-        mean, variance = tf.nn.moments(x, [rank - 1], keepdims=True)
-        r = tf.math.rsqrt(variance + eps)
-        inv = r * scale
-        outputs = x * inv + (offset - mean * inv)
+        mean, r = _statistics(x, eps)
+        outputs = _normalized(x, scale, offset, mean, r)
 
         def grad(dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            xhat = (x - mean) * r
-            dxhat = dy * scale
-            m1 = tf.reduce_mean(dxhat, -1, keepdims=True)
-            m2 = tf.reduce_mean(dxhat * xhat, -1, keepdims=True)
-            dx = (dxhat - (xhat * m2 + m1)) * r
+            dx, dscale = _row_gradients(dy, x, scale, mean, r)
             return (
                 dx,
-                tf.reduce_sum(dy * xhat, batch_axes),
+                tf.reduce_sum(dscale, batch_axes),
                 tf.reduce_sum(dy, batch_axes),
             )
 
@@ -89,24 +109,13 @@ def _compiled_layer_norm(eps: float, rank: int) -> Callable[..., tf.Tensor]:
     """
     batch_axes = list(range(rank - 1))
 
-    def statistics(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        mean, variance = tf.nn.moments(x, [rank - 1], keepdims=True)
-        return mean, tf.math.rsqrt(variance + eps)
-
     @tf.function(jit_compile=True, autograph=False)
     def forward(x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor) -> tf.Tensor:
-        mean, r = statistics(x)
-        inv = r * scale
-        return x * inv + (offset - mean * inv)
+        return _normalized(x, scale, offset, *_statistics(x, eps))
 
     @tf.function(jit_compile=True, autograph=False)
     def rows(dy: tf.Tensor, x: tf.Tensor, scale: tf.Tensor) -> Any:
-        mean, r = statistics(x)
-        xhat = (x - mean) * r
-        dxhat = dy * scale
-        m1 = tf.reduce_mean(dxhat, -1, keepdims=True)
-        m2 = tf.reduce_mean(dxhat * xhat, -1, keepdims=True)
-        return (dxhat - (xhat * m2 + m1)) * r, dy * xhat
+        return _row_gradients(dy, x, scale, *_statistics(x, eps))
 
     @tf.custom_gradient
     def layer_norm(x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor) -> Any:
