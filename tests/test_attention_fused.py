@@ -149,7 +149,7 @@ def test_causal_mask_is_an_additive_bias_in_traced_training_calls():
     try:
         graph = step.get_concrete_function(x).graph
     finally:
-        attention.COMPILED_CORE = True
+        attention.COMPILED_CORE = None
     selects = [op for op in graph.get_operations() if op.type == "SelectV2"]
     # One select makes the `[T, S]` bias; none on `[B, heads, T, S]`, forward
     # or backward.

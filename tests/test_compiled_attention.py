@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import sonnet as snt
-from sonnet._src import attention, compiled_attention
+from sonnet._src import attention, compiled_attention, tf_compat
 from tests.attention_pairs import numpy_attention, outputs_and_grads
 
 
@@ -27,7 +27,7 @@ def plain() -> Iterator[None]:
     try:
         yield
     finally:
-        attention.COMPILED_CORE = True
+        attention.COMPILED_CORE = None
 
 
 def _traced(fn: Callable[..., Any], compiled: bool, *args: Any, **kwargs: Any) -> Any:
@@ -37,7 +37,7 @@ def _traced(fn: Callable[..., Any], compiled: bool, *args: Any, **kwargs: Any) -
         step = tf.function(fn, **kwargs)
         step.get_concrete_function(*args)
     finally:
-        attention.COMPILED_CORE = True
+        attention.COMPILED_CORE = None
     return step
 
 
@@ -250,6 +250,31 @@ def test_the_switch_traces_the_plain_ops(plain):
     mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
     mha(x)
     assert _compiled_calls(lambda x: mha(x, causal=True), x) == 0
+
+
+@pytest.mark.parametrize(
+    "switch, onednn, compiled",
+    [
+        (None, False, 1),
+        (None, True, 0),
+        (True, True, 1),
+        (False, False, 0),
+    ],
+)
+def test_by_default_the_core_is_compiled_unless_tensorflow_runs_onednn(
+    monkeypatch, switch, onednn, compiled
+):
+    # oneDNN's batch matmuls beat XLA's products; TensorFlow's default
+    # (Eigen) kernels do not. The switch, when set, decides.
+    x = tf.random.normal([2, 5, 8], seed=9)
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    mha(x)
+    expected = _traced(lambda x: mha(x, causal=True), False, x)(x)
+    monkeypatch.setattr(attention, "COMPILED_CORE", switch)
+    monkeypatch.setattr(tf_compat, "onednn_enabled", lambda: onednn)
+    assert _compiled_calls(lambda x: mha(x, causal=True), x) == compiled
+    step = tf.function(lambda x: mha(x, causal=True))
+    np.testing.assert_allclose(step(x), expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
