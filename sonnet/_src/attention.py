@@ -24,6 +24,7 @@ from sonnet._src import (
     errors,
     linear,
     once,
+    one_query,
     precision,
     tensors,
     tf_compat,
@@ -865,11 +866,16 @@ class MultiHeadAttention(base.Module):
                 )
             return compiled_attention.core(q, k, v, attend, softmax_dtype)
         matmuls = self._groups == 1 and uncached and not eager
+        # A traced decoding step: one query against the cache, whose keys
+        # and values the einsums would transpose (copy) on every step.
+        single = not matmuls and not eager and one_query.usable(q, k, v)
         if matmuls:
             q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
             k = _TRANSPOSE(x=k, perm=_HEADS_FIRST)
             v = _TRANSPOSE(x=v, perm=_HEADS_FIRST)
             logits = _BATCH_MAT_MUL(x=q, y=k, adj_y=True)
+        elif single:
+            logits = one_query.logits(q, k)
         else:
             logits = _EINSUM(inputs=[q, k], equation=self._equations[0])
         if softmax_dtype is not logits.dtype:  # DTypes are interned.
@@ -891,6 +897,8 @@ class MultiHeadAttention(base.Module):
             weights = _CAST(x=weights, DstT=v.dtype)
         if matmuls:
             return _TRANSPOSE(x=_BATCH_MAT_MUL(x=weights, y=v), perm=_HEADS_FIRST)
+        if single:
+            return one_query.values(weights, v)
         return _EINSUM(inputs=[weights, v], equation=self._equations[1])
 
     @base.no_name_scope  # Called inside `__call__`'s scope.
