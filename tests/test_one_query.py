@@ -44,6 +44,12 @@ def test_products_match_numpy_einsums(name):
     np.testing.assert_allclose(heads, _numpy_values(w, v), rtol=1e-12)
 
 
+def test_products_of_an_empty_batch():
+    q, k = tf.zeros([0, 1, 3, 4]), tf.zeros([0, 5, 3, 4])
+    assert one_query.logits(q, k).shape == [0, 3, 1, 5]
+    assert one_query.values(tf.zeros([0, 3, 1, 5]), k).shape == [0, 1, 3, 4]
+
+
 def test_products_with_an_unknown_batch_and_in_bfloat16():
     rng = np.random.default_rng(1)
     q, k, v = (rng.normal(size=s).astype(np.float32) for s in SHAPES["grouped"])
@@ -64,6 +70,7 @@ def test_usable_only_for_one_known_position():
     q, k = tf.zeros([2, 1, 3, 4]), tf.zeros([2, 5, 3, 4])
     assert one_query.usable(q, k, k)
     assert not one_query.usable(tf.zeros([2, 2, 3, 4]), k, k)
+    assert not one_query.usable(q, k[:, :0], k[:, :0])
 
     @tf.function(input_signature=[tf.TensorSpec([2, None, 3, 4])])
     def unknown(k: tf.Tensor) -> tf.Tensor:

@@ -36,9 +36,11 @@ _TRANSPOSE = tf.raw_ops.Transpose
 
 def usable(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> bool:
     """Whether `q` `[B, 1, heads, size]` (or `[B, 1, N, G, size]`) has one
-    position, and all three known dimensions after the batch."""
+    position, all three known dimensions after the batch, and there are keys
+    (a reshape of an empty batch infers it only from non-zero sizes)."""
     return (
         q.shape[1] == 1
+        and bool(k.shape[1])
         and q.shape[2:].is_fully_defined()
         and k.shape[1:].is_fully_defined()
         and v.shape[1:].is_fully_defined()
@@ -55,8 +57,9 @@ def logits(q: tf.Tensor, k: tf.Tensor) -> tf.Tensor:
     (grouped) for one query position: `[B, heads, 1, S]` or `[B, N, G, 1,
     S]` in the dtype of `q`.
 
+    >>> from sonnet._src import one_query
     >>> q, k = tf.ones([1, 1, 2, 3]), tf.ones([1, 4, 2, 3])
-    >>> logits(q, k).shape
+    >>> one_query.logits(q, k).shape
     TensorShape([1, 2, 1, 4])
     """
     grouped = q.shape.rank == 5
@@ -81,8 +84,9 @@ def values(weights: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
     (grouped) for one query position: `[B, 1, heads, size]` or `[B, 1, N,
     G, size]`, weights and values of one dtype.
 
+    >>> from sonnet._src import one_query
     >>> w, v = tf.ones([1, 2, 1, 4]) / 4, tf.ones([1, 4, 2, 3])
-    >>> values(w, v).numpy().tolist()
+    >>> one_query.values(w, v).numpy().tolist()
     [[[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]]]
     """
     grouped = weights.shape.rank == 5
