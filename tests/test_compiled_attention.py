@@ -253,25 +253,29 @@ def test_the_switch_traces_the_plain_ops(plain):
 
 
 @pytest.mark.parametrize(
-    "switch, onednn, compiled",
+    "switch, onednn, gpu, compiled",
     [
-        (None, False, 1),
-        (None, True, 0),
-        (True, True, 1),
-        (False, False, 0),
+        (None, False, False, 1),
+        (None, True, False, 0),
+        (None, True, True, 1),
+        (True, True, False, 1),
+        (False, False, False, 0),
+        (False, False, True, 0),
     ],
 )
 def test_by_default_the_core_is_compiled_unless_tensorflow_runs_onednn(
-    monkeypatch, switch, onednn, compiled
+    monkeypatch, switch, onednn, gpu, compiled
 ):
-    # oneDNN's batch matmuls beat XLA's products; TensorFlow's default
-    # (Eigen) kernels do not. The switch, when set, decides.
+    # oneDNN's batch matmuls beat XLA's products on CPUs; TensorFlow's
+    # default (Eigen) kernels do not. With a GPU, compiled. The switch, when
+    # set, decides.
     x = tf.random.normal([2, 5, 8], seed=9)
     mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
     mha(x)
     expected = _traced(lambda x: mha(x, causal=True), False, x)(x)
     monkeypatch.setattr(attention, "COMPILED_CORE", switch)
     monkeypatch.setattr(tf_compat, "onednn_enabled", lambda: onednn)
+    monkeypatch.setattr(attention, "_has_gpu", lambda: gpu)
     assert _compiled_calls(lambda x: mha(x, causal=True), x) == compiled
     step = tf.function(lambda x: mha(x, causal=True))
     np.testing.assert_allclose(step(x), expected, rtol=1e-5, atol=1e-6)
@@ -459,3 +463,16 @@ def test_a_prompt_at_an_unknown_index_keeps_the_cache():
     assert _compiled_key_shapes(from_index, x, index) == [[2, 12, 2, 4]]
     y = tf.function(from_index)(x, index)
     np.testing.assert_allclose(y, mha(x, causal=True), rtol=1e-5, atol=1e-5)
+
+
+def test_has_gpu_reads_tensorflows_devices(monkeypatch):
+    devices = {"GPU": ["a GPU"], "CPU": ["a CPU"]}
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind: devices[kind])
+    attention._has_gpu.cache_clear()
+    try:
+        assert attention._has_gpu() is True
+        attention._has_gpu.cache_clear()
+        devices["GPU"] = []
+        assert attention._has_gpu() is False
+    finally:
+        attention._has_gpu.cache_clear()
