@@ -19,8 +19,9 @@ gradient, both directions compiled (`forward`, `backward`); `usable` says
 whether a call can take it. The plain ops in `MultiHeadAttention` stay the
 oracle (`attention.COMPILED_CORE = False` traces them) and the path for
 eager calls, caches, dropout, grouped heads and masks other than `[T, S]`,
-and, by default, for processes where TensorFlow runs oneDNN's CPU kernels,
-whose batch matmuls beat these programs (`attention._compiled_core`).
+and, by default, for processes where TensorFlow runs oneDNN's CPU kernels
+and sees no GPU: oneDNN's batch matmuls beat these programs
+(`attention._compiled_core`).
 
 Causal self-attention with no other mask (`core(..., causal=True)`, with or
 without a window) builds its mask from positions inside the program and
