@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import sonnet as snt
-from sonnet._src import attention, one_query
+from sonnet._src import attention, one_query, tf_compat
 
 
 def _numpy_logits(q: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -81,6 +81,33 @@ def test_usable_only_for_one_known_position():
     unknown(k)
 
 
+@pytest.mark.parametrize(
+    "onednn, length, expected",
+    [(True, 1, True), (False, 511, False), (False, 512, True)],
+)
+def test_worthwhile_with_onednn_or_from_a_length(monkeypatch, onednn, length, expected):
+    monkeypatch.setattr(tf_compat, "onednn_enabled", lambda: onednn)
+    assert one_query.worthwhile(tf.zeros([1, length, 2, 3])) is expected
+
+
+@pytest.fixture
+def worthwhile(monkeypatch: Any) -> None:
+    """The one-query products wherever they apply (the tests' short caches
+    are below `MIN_KEYS_WITHOUT_ONEDNN` under the pinned Eigen kernels)."""
+    monkeypatch.setattr(one_query, "worthwhile", lambda k: True)
+
+
+def test_short_caches_keep_the_einsums_without_onednn(monkeypatch):
+    monkeypatch.setattr(tf_compat, "onednn_enabled", lambda: False)
+    mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
+    x = tf.random.normal([1, 3, 8], seed=6)
+    mha(x)
+    calls = []
+    monkeypatch.setattr(one_query, "logits", lambda q, k: calls.append(1))
+    tf.function(lambda x: _decode_steps(mha, x, 3))(x)
+    assert not calls
+
+
 def _decode_steps(mha: Any, x: tf.Tensor, steps: int) -> tf.Tensor:
     cache = mha.initial_cache(x.shape[0], steps)
     outputs = []
@@ -102,7 +129,7 @@ def _einsum_products(monkeypatch: Any) -> None:
         dict(num_heads=2, key_size=4, rotary=True, window=3),
     ],
 )
-def test_traced_decoding_matches_eager_and_full_calls(config, monkeypatch):
+def test_traced_decoding_matches_eager_and_full_calls(config, monkeypatch, worthwhile):
     mha = snt.MultiHeadAttention(**config)
     x = tf.random.normal([2, 6, 8], seed=4)
     full = mha(x, causal=True)
@@ -121,7 +148,7 @@ def test_traced_decoding_matches_eager_and_full_calls(config, monkeypatch):
     np.testing.assert_allclose(traced, einsums, rtol=1e-5, atol=1e-6)
 
 
-def test_eager_steps_and_prompts_keep_the_einsums(monkeypatch):
+def test_eager_steps_and_prompts_keep_the_einsums(monkeypatch, worthwhile):
     mha = snt.MultiHeadAttention(num_heads=2, key_size=4)
     x = tf.random.normal([1, 4, 8], seed=5)
     mha(x)

@@ -868,7 +868,12 @@ class MultiHeadAttention(base.Module):
         matmuls = self._groups == 1 and uncached and not eager
         # A traced decoding step: one query against the cache, whose keys
         # and values the einsums would transpose (copy) on every step.
-        single = not matmuls and not eager and one_query.usable(q, k, v)
+        single = (
+            not matmuls
+            and not eager
+            and one_query.usable(q, k, v)
+            and one_query.worthwhile(k)
+        )
         if matmuls:
             q = _TRANSPOSE(x=q, perm=_HEADS_FIRST)
             k = _TRANSPOSE(x=k, perm=_HEADS_FIRST)

@@ -15,9 +15,12 @@ they are, each read once by one matmul per example:
   size]`, of which the diagonal blocks are the result.
 
 Both do `heads` times the arithmetic of the einsums, on a matrix that is read
-once instead of copied and read; measured on 2 cores (4 layers, float32):
-`[8, 192, 12, 64]` caches 7.7 -> 2.9 ms, `[8, 2048, 12, 64]` 178 -> 36 ms,
-`[1, 2048, 32, 128]` 99 -> 27 ms, `[1, 64, 4, 16]` 0.90 -> 0.77 ms.
+once instead of copied and read; measured on 2 cores with oneDNN's kernels (4
+layers, float32): `[8, 192, 12, 64]` caches 7.7 -> 2.9 ms, `[8, 2048, 12,
+64]` 178 -> 36 ms, `[1, 2048, 32, 128]` 99 -> 27 ms, `[1, 64, 4, 16]` 0.90 ->
+0.77 ms. With TensorFlow's default (Eigen) kernels short caches of larger
+batches were slower, so there they are used from `MIN_KEYS_WITHOUT_ONEDNN`
+keys on (`worthwhile`).
 
 Grouped-query heads (`N` key/value heads of `G` queries each) work the same
 way with the `G` queries of a key/value head side by side in its block.
@@ -28,6 +31,8 @@ from __future__ import annotations
 from typing import cast
 
 import tensorflow as tf
+
+from sonnet._src import tf_compat
 
 _MAT_MUL = tf.raw_ops.BatchMatMulV2
 _RESHAPE = tf.raw_ops.Reshape
@@ -44,6 +49,22 @@ def usable(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> bool:
         and q.shape[2:].is_fully_defined()
         and k.shape[1:].is_fully_defined()
         and v.shape[1:].is_fully_defined()
+    )
+
+
+# Without oneDNN's kernels (TensorFlow's default on CPUs without AVX-512-VNNI
+# and the like), the one-query products win from this many keys: measured
+# there (4 layers, traced, ms, einsums -> one-query) `[8, 192, 12, 64]`
+# caches 6.6 -> 9.1, `[8, 512, 12, 64]` 24.7 -> 20.7, `[8, 1024, 12, 64]` 79.8
+# -> 38.7, `[1, 512, 12, 64]` 2.3 -> 1.7; with oneDNN they won at every size.
+MIN_KEYS_WITHOUT_ONEDNN = 512
+
+
+def worthwhile(k: tf.Tensor) -> bool:
+    """Whether the one-query products beat the einsums for keys `k` `[B, S,
+    ...]` (known `S`) with this process's TensorFlow kernels."""
+    return (
+        tf_compat.onednn_enabled() or cast(int, k.shape[1]) >= MIN_KEYS_WITHOUT_ONEDNN
     )
 
 
