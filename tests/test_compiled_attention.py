@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import sonnet as snt
-from sonnet._src import attention, compiled_attention, tf_compat
+from sonnet._src import attention, compiled_attention, tf_compat, utils
 from tests.attention_pairs import numpy_attention, outputs_and_grads
 
 
@@ -275,7 +275,7 @@ def test_by_default_the_core_is_compiled_unless_tensorflow_runs_onednn(
     expected = _traced(lambda x: mha(x, causal=True), False, x)(x)
     monkeypatch.setattr(attention, "COMPILED_CORE", switch)
     monkeypatch.setattr(tf_compat, "onednn_enabled", lambda: onednn)
-    monkeypatch.setattr(attention, "_has_gpu", lambda: gpu)
+    monkeypatch.setattr(utils, "accelerator_present", lambda: gpu)
     assert _compiled_calls(lambda x: mha(x, causal=True), x) == compiled
     step = tf.function(lambda x: mha(x, causal=True))
     np.testing.assert_allclose(step(x), expected, rtol=1e-5, atol=1e-6)
@@ -465,14 +465,11 @@ def test_a_prompt_at_an_unknown_index_keeps_the_cache():
     np.testing.assert_allclose(y, mha(x, causal=True), rtol=1e-5, atol=1e-5)
 
 
-def test_has_gpu_reads_tensorflows_devices(monkeypatch):
-    devices = {"GPU": ["a GPU"], "CPU": ["a CPU"]}
+def test_accelerator_present_reads_tensorflows_devices(monkeypatch):
+    devices = {"GPU": [], "TPU": [], "CPU": ["a CPU"]}
     monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind: devices[kind])
-    attention._has_gpu.cache_clear()
-    try:
-        assert attention._has_gpu() is True
-        attention._has_gpu.cache_clear()
-        devices["GPU"] = []
-        assert attention._has_gpu() is False
-    finally:
-        attention._has_gpu.cache_clear()
+    assert utils.accelerator_present() is False
+    devices["TPU"] = ["a TPU"]
+    assert utils.accelerator_present() is True
+    devices["TPU"], devices["GPU"] = [], ["a GPU"]
+    assert utils.accelerator_present() is True

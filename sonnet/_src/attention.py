@@ -1204,18 +1204,12 @@ def _compiled_core() -> bool:
     step (219.7 against 227.6 ms; causal `[1, 2048, 8, 64]` forward and
     backward 244 against 265 ms); with TensorFlow's default kernels on the
     same host the compiled core was 11% faster (241 against 272 ms), as on
-    AVX2 hosts, where TensorFlow leaves oneDNN off. Where there is a GPU
-    (where the products run by default), the compiled core, as before.
+    AVX2 hosts, where TensorFlow leaves oneDNN off. Where there is a GPU or
+    TPU (where the products run by default), the compiled core, as before.
     """
     if COMPILED_CORE is None:
-        return not tf_compat.onednn_enabled() or _has_gpu()
+        return not tf_compat.onednn_enabled() or utils.accelerator_present()
     return COMPILED_CORE
-
-
-@functools.cache
-def _has_gpu() -> bool:
-    """Whether TensorFlow sees a GPU (cached: read when a call is traced)."""
-    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def _fusable(modules: tuple[linear.Linear, ...]) -> bool:

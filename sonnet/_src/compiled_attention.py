@@ -20,7 +20,7 @@ whether a call can take it. The plain ops in `MultiHeadAttention` stay the
 oracle (`attention.COMPILED_CORE = False` traces them) and the path for
 eager calls, caches, dropout, grouped heads and masks other than `[T, S]`,
 and, by default, for processes where TensorFlow runs oneDNN's CPU kernels
-and sees no GPU: oneDNN's batch matmuls beat these programs
+and sees no GPU or TPU: oneDNN's batch matmuls beat these programs
 (`attention._compiled_core`).
 
 Causal self-attention with no other mask (`core(..., causal=True)`, with or

@@ -197,10 +197,7 @@ def on_accelerator(variable: tf.Variable) -> bool:
     Decides only the layout of eager calls (see the module docstring):
     graphs always run in the portable layout.
     """
-    accelerators = tf.config.list_logical_devices(
-        "GPU"
-    ) or tf.config.list_logical_devices("TPU")
-    if not accelerators:
+    if not utils.accelerator_present():
         return False
     return "CPU" not in (getattr(variable, "device", "") or "").upper()
 

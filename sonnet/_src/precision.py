@@ -281,9 +281,7 @@ def bfloat16_convolutions_in_float32() -> bool:
     flags = _cpu_flags()
     if flags is None or (flags & _BF16_FLAGS and tf_compat.onednn_enabled()):
         return False
-    return not tf.config.list_logical_devices(
-        "GPU"
-    ) and not tf.config.list_logical_devices("TPU")
+    return not utils.accelerator_present()
 
 
 def cast_outputs(policy: Policy, value: Any) -> Any:

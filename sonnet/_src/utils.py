@@ -209,3 +209,10 @@ def no_autograph(f: Callable[..., T]) -> Callable[..., T]:
     from conversion in the same way.
     """
     return tf_compat.mark_do_not_convert(f)
+
+
+def accelerator_present() -> bool:
+    """Whether TensorFlow sees a GPU or a TPU (where ops run by default)."""
+    return bool(
+        tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")
+    )
